@@ -1,0 +1,72 @@
+import * as command from "@pulumi/command";
+import * as pulumi from "@pulumi/pulumi";
+import { ClusterReadySpec, clusterReadyCommand } from "./commands";
+import { SparkNode } from "./sparkNode";
+
+export interface ClusterReadyArgs {
+    /** The head host; the probe runs inside its Ray head container. */
+    head: SparkNode;
+    /** The head's `<fabric IP>:<gcs port>` output. */
+    address: pulumi.Input<string>;
+    /** Every node expected in the Ray cluster, with the fabric IP it must register with. */
+    nodes: { name: string; fabricIp: string; sshHost: string }[];
+    /** GPUs Ray must report in total. */
+    gpus: number;
+    timeoutSeconds: number;
+    /** IDs of every Ray container: a replaced container re-runs the probe. */
+    containerIds: pulumi.Input<string>[];
+}
+
+export interface ClusterReport {
+    fingerprint: string;
+    nodes: Record<string, string>;
+    gpus: number;
+}
+
+/**
+ * Waits (bounded) until Ray sees every node with its fabric IP and the expected GPU count. Its fingerprint
+ * output changes exactly when the Ray cluster was re-formed, and serve takes it as input.
+ */
+export class ClusterReady extends pulumi.ComponentResource {
+    public readonly probe: command.local.Command;
+    public readonly fingerprint: pulumi.Output<string>;
+    public readonly report: pulumi.Output<ClusterReport>;
+
+    constructor(name: string, args: ClusterReadyArgs, opts?: pulumi.ComponentResourceOptions) {
+        super("vllm-cluster:index:ClusterReady", name, {}, opts);
+
+        const create = pulumi.output(args.address).apply((address) => {
+            const spec: ClusterReadySpec = {
+                address,
+                nodes: args.nodes,
+                gpus: args.gpus,
+                timeoutSeconds: args.timeoutSeconds,
+            };
+            return clusterReadyCommand(args.head.ssh, spec);
+        });
+
+        this.probe = new command.local.Command(
+            `${name}-probe`,
+            { create, triggers: args.containerIds },
+            { parent: this },
+        );
+
+        this.report = this.probe.stdout.apply((out) => parseReport(out));
+        this.fingerprint = this.report.apply((r) => r.fingerprint);
+
+        this.registerOutputs({ fingerprint: this.fingerprint, report: this.report });
+    }
+}
+
+export function parseReport(stdout: string): ClusterReport {
+    const line = stdout.trim().split("\n").pop() ?? "";
+    try {
+        const r = JSON.parse(line) as ClusterReport;
+        if (typeof r.fingerprint === "string" && r.fingerprint !== "") {
+            return r;
+        }
+    } catch {
+        // fall through to the error below
+    }
+    throw new Error(`cluster readiness probe printed no report (last line: ${JSON.stringify(line.slice(0, 200))})`);
+}

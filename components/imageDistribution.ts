@@ -1,0 +1,71 @@
+import * as pulumi from "@pulumi/pulumi";
+import { ImageOrigin, imageEnsureScript, imageInspectScript } from "./commands";
+import { ImagePresence } from "./imageProvider";
+import { SparkNode } from "./sparkNode";
+
+export interface ImageDistributionArgs {
+    /** Image reference as configured (tag or digest). */
+    ref: string;
+    /** host: already on `sourceNode`; local: on the operator's docker engine; registry: each host pulls. */
+    source: "host" | "local" | "registry";
+    /** Node holding the image when source is host. */
+    sourceNode?: string;
+    /** Every node that must run the image. */
+    nodes: SparkNode[];
+}
+
+/**
+ * Makes the image present on every host and exposes the image ID per host; containers take that ID as their
+ * image, so a changed image replaces exactly the containers on hosts whose ID changed. Hosts are independent
+ * resources and copy in parallel; with source=host the source host's ID is the expected ID everywhere else.
+ */
+export class ImageDistribution extends pulumi.ComponentResource {
+    /** Image ID by node name. */
+    public readonly imageIds: Record<string, pulumi.Output<string>>;
+
+    constructor(name: string, args: ImageDistributionArgs, opts?: pulumi.ComponentResourceOptions) {
+        super("vllm-cluster:index:ImageDistribution", name, {}, opts);
+
+        let origin: ImageOrigin;
+        let sourceNode: SparkNode | undefined;
+        if (args.source === "host") {
+            sourceNode = args.nodes.find((n) => n.node.name === args.sourceNode);
+            if (!sourceNode) {
+                throw new Error(
+                    `${name}: image source node ${JSON.stringify(args.sourceNode)} is not one of the nodes`,
+                );
+            }
+            origin = { kind: "host", node: sourceNode.node.name, target: sourceNode.ssh };
+        } else {
+            origin = { kind: args.source };
+        }
+
+        const presence = (n: SparkNode, expectedId?: pulumi.Input<string>) =>
+            new ImagePresence(
+                `${name}-${n.node.name}`,
+                {
+                    node: n.node.name,
+                    ref: args.ref,
+                    ensureScript: imageEnsureScript(origin, n.ssh, n.node.name, args.ref),
+                    inspectScript: imageInspectScript(n.ssh, args.ref),
+                    expectedId,
+                    hostArch: n.arch,
+                },
+                { parent: this },
+            );
+
+        const ids: Record<string, pulumi.Output<string>> = {};
+        const fromSource = sourceNode ? presence(sourceNode) : undefined;
+        if (sourceNode && fromSource) {
+            ids[sourceNode.node.name] = fromSource.imageId;
+        }
+        for (const n of args.nodes) {
+            if (n !== sourceNode) {
+                ids[n.node.name] = presence(n, fromSource?.imageId).imageId;
+            }
+        }
+        this.imageIds = ids;
+
+        this.registerOutputs({ imageIds: this.imageIds });
+    }
+}

@@ -1,0 +1,67 @@
+import * as command from "@pulumi/command";
+import * as docker from "@pulumi/docker";
+import * as pulumi from "@pulumi/pulumi";
+import { NodeSpec, SshTarget, dockerHostUrl, preflightCommand, sshOptions } from "./commands";
+
+export interface SparkNodeArgs {
+    /** The validated node (plain values: config is validated before any resource exists). */
+    node: NodeSpec;
+    /** How to reach the node: user, host, port, key and known_hosts file. */
+    ssh: SshTarget;
+}
+
+/** Facts the preflight reports about a host. */
+export interface NodeFacts {
+    node: string;
+    arch: string;
+    dockerVersion: string;
+    gpusSeen: number;
+}
+
+/**
+ * One GPU host: a docker provider over ssh:// (host keys verified through sshOpts) and a preflight check that
+ * fails naming the host before anything is deployed on it.
+ */
+export class SparkNode extends pulumi.ComponentResource {
+    public readonly provider: docker.Provider;
+    public readonly preflight: command.local.Command;
+    public readonly facts: pulumi.Output<NodeFacts>;
+    /** Host architecture as `uname -m` reports it (e.g. aarch64 on GB10). */
+    public readonly arch: pulumi.Output<string>;
+    public readonly node: NodeSpec;
+    public readonly ssh: SshTarget;
+
+    constructor(name: string, args: SparkNodeArgs, opts?: pulumi.ComponentResourceOptions) {
+        super("vllm-cluster:index:SparkNode", name, {}, opts);
+        this.node = args.node;
+        this.ssh = args.ssh;
+
+        this.provider = new docker.Provider(
+            `${name}-docker`,
+            { host: dockerHostUrl(args.ssh), sshOpts: sshOptions(args.ssh) },
+            { parent: this },
+        );
+
+        this.preflight = new command.local.Command(
+            `${name}-preflight`,
+            { create: preflightCommand(args.ssh, args.node) },
+            { parent: this },
+        );
+
+        const nodeName = args.node.name;
+        this.facts = this.preflight.stdout.apply((out) => parseFacts(nodeName, out));
+        this.arch = this.facts.apply((f) => f.arch);
+
+        this.registerOutputs({ facts: this.facts, arch: this.arch });
+    }
+}
+
+/** The preflight prints one JSON line; anything else means the script broke, so say which host. */
+export function parseFacts(node: string, stdout: string): NodeFacts {
+    const line = stdout.trim().split("\n").pop() ?? "";
+    try {
+        return JSON.parse(line) as NodeFacts;
+    } catch {
+        throw new Error(`preflight on node ${node} printed no facts (stdout: ${JSON.stringify(stdout.slice(0, 200))})`);
+    }
+}
