@@ -128,7 +128,7 @@ export const imagePresenceProvider: pulumi.dynamic.ResourceProvider = {
 
 /** The image ID of `ref` on one host, kept true by the dynamic provider above. */
 export class ImagePresence extends pulumi.dynamic.Resource {
-    public readonly imageId!: pulumi.Output<string>;
+    declare public readonly imageId: pulumi.Output<string>;
 
     constructor(name: string, args: ImagePresenceInputs, opts?: pulumi.CustomResourceOptions) {
         super(imagePresenceProvider, name, { ...args, imageId: undefined }, opts);
