@@ -1,0 +1,21 @@
+import { PolicyPack } from "@pulumi/policy";
+import { gpuContainersHostIpc } from "./gpuContainersHostIpc";
+import { gpuMemoryUtilization } from "./gpuMemoryUtilization";
+import { imagePinned } from "./imagePinned";
+import { noPortClash } from "./noPortClash";
+import { parallelismMatchesGpus } from "./parallelismMatchesGpus";
+import { rayDashboardLoopback } from "./rayDashboardLoopback";
+import { serveRequiresApiKey } from "./serveRequiresApiKey";
+
+new PolicyPack("vllm-cluster", {
+    description: "Guards for multi-node vLLM on GPU hosts deployed by the vllm-cluster program",
+    policies: [
+        gpuMemoryUtilization,
+        noPortClash,
+        parallelismMatchesGpus,
+        rayDashboardLoopback,
+        serveRequiresApiKey,
+        gpuContainersHostIpc,
+        imagePinned,
+    ],
+});

@@ -1,0 +1,120 @@
+import { StackValidationPolicy } from "@pulumi/policy";
+import { argv, findFlag } from "./lib/commandLine";
+import {
+    ContainerView,
+    LABEL,
+    RAY_ROLES,
+    UNKNOWN,
+    describe,
+    label,
+    managedContainers,
+    parseCount,
+} from "./lib/container";
+
+type Count = { kind: "value"; value: number } | { kind: "unknown" } | { kind: "invalid"; text: string };
+
+/** A parallelism flag of the serve command; absent means vLLM's default of 1. */
+function parallelism(c: ContainerView, long: string, short: string): Count {
+    const flag = findFlag(argv(c), long, short);
+    switch (flag.kind) {
+        case "unknown":
+            return { kind: "unknown" };
+        case "absent":
+            return { kind: "value", value: 1 };
+        case "no-value":
+            return { kind: "invalid", text: `${long} has no value` };
+        case "value": {
+            const n = parseCount(flag.value);
+            return n === undefined || n < 1
+                ? { kind: "invalid", text: `${long} '${flag.value}' is not a positive integer` }
+                : { kind: "value", value: n };
+        }
+    }
+}
+
+export const parallelismMatchesGpus: StackValidationPolicy = {
+    name: "parallelism-matches-gpus",
+    description:
+        "The serve command's --tensor-parallel-size x --pipeline-parallel-size equals the GPUs the Ray cluster offers " +
+        "(sum of vllm-cluster.gpus over ray-head and ray-worker containers) and the serve label vllm-cluster.cluster-gpus; " +
+        "otherwise vLLM waits forever for a placement group Ray cannot satisfy, or leaves GPUs idle.",
+    enforcementLevel: "mandatory",
+    severity: "high",
+    validateStack: (args, reportViolation) => {
+        const containers = managedContainers(args.resources);
+        const ray = containers.filter((c) => RAY_ROLES.includes(c.role)).map((c) => c.view);
+
+        // Sum of the Ray containers' GPUs, or undefined when any of them is not known (yet).
+        let rayGpus: number | undefined = 0;
+        const perNode: string[] = [];
+        for (const r of ray) {
+            const raw = label(r, LABEL.gpus);
+            if (raw === UNKNOWN || raw === undefined) {
+                rayGpus = undefined;
+                continue;
+            }
+            const n = parseCount(raw);
+            if (n === undefined) {
+                reportViolation(
+                    `${describe(r)}: label ${LABEL.gpus}='${raw}' is not a GPU count. Fix nodes[].gpus.`,
+                    r.urn,
+                );
+                rayGpus = undefined;
+                continue;
+            }
+            if (rayGpus !== undefined) rayGpus += n;
+            const node = label(r, LABEL.node);
+            perNode.push(`${typeof node === "string" ? node : r.name}: ${n}`);
+        }
+
+        for (const { view: s, role } of containers) {
+            if (role !== "serve") continue;
+            const who = describe(s);
+            const tp = parallelism(s, "--tensor-parallel-size", "-tp");
+            const pp = parallelism(s, "--pipeline-parallel-size", "-pp");
+            for (const p of [tp, pp]) {
+                if (p.kind === "invalid")
+                    reportViolation(
+                        `${who}: ${p.text}. Fix serve.tensorParallelSize / serve.pipelineParallelSize.`,
+                        s.urn,
+                    );
+            }
+            if (tp.kind !== "value" || pp.kind !== "value") continue;
+            const product = tp.value * pp.value;
+            const shape = `--tensor-parallel-size ${tp.value} x --pipeline-parallel-size ${pp.value} = ${product}`;
+            const fix =
+                "Set serve.tensorParallelSize x serve.pipelineParallelSize to the cluster's GPU count, or change nodes[].gpus / the node list.";
+
+            if (ray.length > 0 && rayGpus !== undefined && product !== rayGpus) {
+                reportViolation(
+                    `${who}: ${shape}, but the Ray containers offer ${rayGpus} GPU(s) (${perNode.join(", ")}). ${fix}`,
+                    s.urn,
+                );
+            }
+            const clusterGpus = label(s, LABEL.clusterGpus);
+            if (typeof clusterGpus === "string") {
+                const n = parseCount(clusterGpus);
+                if (n !== product) {
+                    reportViolation(
+                        `${who}: ${shape}, but label ${LABEL.clusterGpus} says the cluster has ${clusterGpus} GPU(s). ${fix}`,
+                        s.urn,
+                    );
+                }
+            }
+            // The labels repeat the flags for readers of `docker inspect`; a disagreement means the program is wrong.
+            for (const [key, p, flagName] of [
+                [LABEL.tensorParallelSize, tp.value, "--tensor-parallel-size"],
+                [LABEL.pipelineParallelSize, pp.value, "--pipeline-parallel-size"],
+            ] as const) {
+                const v = label(s, key);
+                if (typeof v === "string" && parseCount(v) !== p) {
+                    reportViolation(
+                        `${who}: label ${key}='${v}' disagrees with the command's ${flagName} ${p}. ` +
+                            "Both are written by the program from serve config: fix the component that sets them.",
+                        s.urn,
+                    );
+                }
+            }
+        }
+    },
+};

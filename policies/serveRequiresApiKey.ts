@@ -1,0 +1,118 @@
+import { ResourceValidationPolicy } from "@pulumi/policy";
+import {
+    ContainerView,
+    LABEL,
+    Maybe,
+    UNKNOWN,
+    describe,
+    label,
+    managedRole,
+    viewContainer,
+    CONTAINER_TYPE,
+} from "./lib/container";
+
+/** `--api-key` / `--api_key` as its own word, `--api-key=...`, or inside a shell script string. */
+const API_KEY_FLAG = /(^|[\s"'])--api[-_]key(=|[\s"']|$)/;
+/**
+ * `VLLM_API_KEY=<literal>` inside a script puts the key in the shell's argv. Reading it at run time
+ * (`VLLM_API_KEY="$(cat /run/...)"`) is the intended form and is allowed: the value starts with `$`.
+ */
+const LITERAL_KEY_ASSIGNMENT = /(^|[\s;&|"'])VLLM_API_KEY=(?!["']?\$)/;
+
+type Found = "yes" | "no" | "unknown";
+interface Target {
+    target: Maybe<string>;
+    readOnly: Maybe<boolean>;
+}
+
+/** Whether a read-only mount or volume provides `path` (or a directory containing it) in the container. */
+function readOnlyMountAt(c: ContainerView, path: string): Found | "read-write" {
+    const covers = (target: string) => {
+        const t = target.replace(/\/+$/, "");
+        return path === t || path.startsWith(`${t}/`);
+    };
+    const candidates: Target[] = [
+        ...(Array.isArray(c.mounts) ? c.mounts.map((m): Target => ({ target: m.target, readOnly: m.readOnly })) : []),
+        ...(Array.isArray(c.volumes)
+            ? c.volumes.map((v): Target => ({ target: v.containerPath, readOnly: v.readOnly }))
+            : []),
+    ];
+    let sawUnknown = c.mounts === UNKNOWN || c.volumes === UNKNOWN;
+    let readWrite = false;
+    for (const { target, readOnly } of candidates) {
+        if (target === UNKNOWN) {
+            sawUnknown = true;
+        } else if (target !== undefined && covers(target)) {
+            if (readOnly === true) return "yes";
+            if (readOnly === UNKNOWN) sawUnknown = true;
+            else readWrite = true;
+        }
+    }
+    if (sawUnknown) return "unknown";
+    return readWrite ? "read-write" : "no";
+}
+
+export const serveRequiresApiKey: ResourceValidationPolicy = {
+    name: "serve-requires-api-key",
+    description:
+        "The vLLM serve container requires an API key read from a file mounted read-only (label " +
+        "vllm-cluster.api-key-file names its path) and never passes the key as --api-key or a VLLM_API_KEY " +
+        "environment variable, both of which anyone can read with ps or docker inspect.",
+    enforcementLevel: "mandatory",
+    severity: "critical",
+    validateResource: (args, reportViolation) => {
+        if (args.type !== CONTAINER_TYPE) return;
+        const c = viewContainer(args.props, args.urn, args.name);
+        if (managedRole(c) !== "serve") return;
+        const who = describe(c);
+
+        const keyFile = label(c, LABEL.apiKeyFile);
+        if (keyFile === undefined || keyFile === "") {
+            reportViolation(
+                `${who}: no label ${LABEL.apiKeyFile}, so nothing shows the endpoint requires an API key. ` +
+                    "Bind-mount the key file read-only and name its container path in that label.",
+            );
+        } else if (keyFile !== UNKNOWN) {
+            const mount = readOnlyMountAt(c, keyFile);
+            if (mount === "no") {
+                reportViolation(
+                    `${who}: the API key file ${keyFile} is not mounted into the container. ` +
+                        `Add a read-only bind mount with target ${keyFile}.`,
+                );
+            } else if (mount === "read-write") {
+                reportViolation(
+                    `${who}: the API key file ${keyFile} is mounted read-write. Mark that mount readOnly: true ` +
+                        "so the serve process cannot alter its own credential.",
+                );
+            }
+        }
+
+        for (const list of [c.entrypoints, c.command]) {
+            if (!Array.isArray(list)) continue;
+            for (const word of list) {
+                if (word === UNKNOWN) continue;
+                if (API_KEY_FLAG.test(word)) {
+                    reportViolation(
+                        `${who}: the command line passes --api-key, which shows the key in ps and docker inspect. ` +
+                            `Remove it; vLLM reads VLLM_API_KEY, which the entrypoint loads from ${typeof keyFile === "string" ? keyFile : "the key file"}.`,
+                    );
+                } else if (LITERAL_KEY_ASSIGNMENT.test(word)) {
+                    reportViolation(
+                        `${who}: the entrypoint/command assigns VLLM_API_KEY a literal value, which shows the key in ps and ` +
+                            `docker inspect. Load it at run time instead: VLLM_API_KEY="$(cat <key file>)".`,
+                    );
+                }
+            }
+        }
+        if (Array.isArray(c.envs)) {
+            for (const env of c.envs) {
+                if (env !== UNKNOWN && /^VLLM_API_KEY=/.test(env)) {
+                    reportViolation(
+                        `${who}: envs sets VLLM_API_KEY, which docker inspect shows to anyone with access to the Docker ` +
+                            "engine. Remove it from envs and load the key from the read-only key file in the entrypoint.",
+                    );
+                }
+            }
+        }
+    },
+};
