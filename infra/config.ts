@@ -446,13 +446,13 @@ export function validateConfig(raw: unknown): ClusterConfig {
     if (source === "host") {
         if (sourceNode === undefined) {
             sourceNode = head?.name;
-        } else if (!nodes.some((n) => n.name === sourceNode)) {
+        } else if (nodes.length > 0 && !nodes.some((n) => n.name === sourceNode)) {
             p.add(
                 "image.sourceNode",
                 `${JSON.stringify(sourceNode)} is not one of the nodes (${nodes.map((n) => n.name).join(", ")})`,
             );
         }
-    } else if (sourceNode !== undefined) {
+    } else if (sourceNode !== undefined && (source === "local" || source === "registry")) {
         p.add("image.sourceNode", `only valid with image.source=host (source is ${source})`);
     }
 
@@ -483,7 +483,9 @@ export function validateConfig(raw: unknown): ClusterConfig {
     }
     const tp = sr.int("tensorParallelSize", { required: true, min: 1 });
     const pp = sr.int("pipelineParallelSize", { def: 1, min: 1 });
-    if (tp !== undefined && pp !== undefined && nodes.length > 0 && tp * pp !== totalGpus) {
+    // Only meaningful when every node's GPU count is valid (gpus 0 marks a node with a reported problem).
+    const gpusKnown = nodes.length > 0 && nodes.every((n) => n.gpus > 0);
+    if (tp !== undefined && pp !== undefined && gpusKnown && tp * pp !== totalGpus) {
         p.add(
             "serve.tensorParallelSize",
             `tensorParallelSize x pipelineParallelSize = ${tp} x ${pp} = ${tp * pp} but the nodes offer ${totalGpus} GPUs (TP x PP must equal total GPUs)`,

@@ -1,0 +1,516 @@
+import { spawnSync } from "child_process";
+import * as fs from "fs";
+import * as os from "os";
+import * as path from "path";
+import {
+    CLUSTER_PROBE_PY,
+    NodeSpec,
+    SERVE_ENTRYPOINT,
+    SshTarget,
+    apiKeyInstallScript,
+    clusterReadyCommand,
+    clusterReadyScript,
+    containerLabels,
+    dashboardTunnelHint,
+    dockerHostUrl,
+    imageEnsureScript,
+    imageInspectScript,
+    nodeEnv,
+    preflightCommand,
+    preflightScript,
+    rayHeadCommand,
+    rayWorkerCommand,
+    remoteScriptCommand,
+    serveCommand,
+    serveReadinessScript,
+    shellJoin,
+    shellQuote,
+    shmSizeMb,
+    sshArgv,
+    sshOptions,
+} from "../../components/commands";
+
+const target: SshTarget = {
+    user: "aurora",
+    host: "10.1.230.180",
+    port: 22,
+    privateKeyPath: "~/.ssh/id_ed25519",
+    knownHostsFile: "~/.ssh/known_hosts",
+};
+const spark1: NodeSpec = {
+    name: "spark-1",
+    sshHost: "10.1.230.180",
+    sshUser: "aurora",
+    sshPort: 22,
+    fabricIp: "192.168.200.12",
+    fabricInterface: "enp1s0f1np1",
+    rdmaDevices: ["rocep1s0f1", "roceP2p1s0f1"],
+    gpus: 1,
+    gpuRuntime: "nvidia",
+    unifiedMemory: true,
+};
+const sim: NodeSpec = {
+    ...spark1,
+    name: "spark-2",
+    sshUser: "root",
+    sshHost: "10.231.0.12",
+    fabricIp: "10.232.0.12",
+    fabricInterface: "fabric0",
+    rdmaDevices: [],
+    gpuRuntime: "none",
+    unifiedMemory: false,
+};
+
+/** What sh makes of a command line: the argv it would pass to a program. */
+function argvAfterShell(cmdline: string): string[] {
+    const out = spawnSync("sh", ["-c", `f() { for a in "$@"; do printf '%s\\0' "$a"; done; }; f ${cmdline}`], {
+        encoding: "utf8",
+    });
+    expect(out.status).toBe(0);
+    return out.stdout.split("\0").slice(0, -1);
+}
+
+function syntaxOk(shell: "sh" | "bash", script: string): void {
+    const r = spawnSync(shell, ["-n", "-c", script], { encoding: "utf8" });
+    expect(r.stderr).toBe("");
+    expect(r.status).toBe(0);
+}
+
+describe("shell quoting", () => {
+    const nasty = [
+        "plain",
+        "",
+        "with space",
+        "it's",
+        `"double" $HOME \`id\` \\ back`,
+        "a\nb",
+        "*",
+        "--flag=x y",
+        "{{.Id}}",
+    ];
+
+    test("round-trips through sh exactly", () => {
+        expect(argvAfterShell(shellJoin(nasty))).toEqual(nasty);
+    });
+
+    test("safe words stay unquoted, others are single-quoted", () => {
+        expect(shellQuote("10.1.230.180")).toBe("10.1.230.180");
+        expect(shellQuote("--port=8001")).toBe("--port=8001");
+        expect(shellQuote("it's")).toBe(`'it'\\''s'`);
+        expect(shellQuote("")).toBe("''");
+    });
+
+    test("a script nested in sh -c inside ssh survives both shells", () => {
+        const script = `printf '%s|' "it's" "$((1+1))"`;
+        const argv = sshArgv(target, ["sh", "-c", script]);
+        const remote = argvAfterShell(shellJoin(argv)).pop()!;
+        // the remote login shell parses `remote`: it must yield sh -c <script> again
+        expect(argvAfterShell(remote)).toEqual(["sh", "-c", script]);
+    });
+});
+
+describe("ssh", () => {
+    test("options are shared with the docker provider and verify host keys", () => {
+        expect(sshOptions(target)).toEqual([
+            "-i",
+            "~/.ssh/id_ed25519",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "UserKnownHostsFile=~/.ssh/known_hosts",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=10",
+            "-p",
+            "22",
+        ]);
+        expect(dockerHostUrl(target)).toBe("ssh://aurora@10.1.230.180:22");
+        expect(sshArgv(target, ["docker", "ps"]).slice(-3)).toEqual(["--", "aurora@10.1.230.180", "docker ps"]);
+    });
+
+    test("ssh failure names the step and host", () => {
+        const cmd = remoteScriptCommand({ ...target, host: "127.0.0.1", port: 1 }, "preflight on node x", "true");
+        syntaxOk("sh", cmd);
+        expect(cmd).toContain("preflight on node x: ssh to aurora@127.0.0.1:1 failed");
+    });
+
+    test("dashboard hint tunnels to loopback", () => {
+        expect(dashboardTunnelHint(target, 8265)).toBe("ssh -L 8265:127.0.0.1:8265 aurora@10.1.230.180");
+        expect(dashboardTunnelHint({ ...target, port: 2222 }, 8265)).toBe(
+            "ssh -L 8265:127.0.0.1:8265 -p 2222 aurora@10.1.230.180",
+        );
+    });
+});
+
+describe("preflight", () => {
+    test("nvidia host checks docker, fabric IP on interface and GPU count", () => {
+        const s = preflightScript(spark1);
+        syntaxOk("sh", s);
+        expect(s).toContain("docker version --format '{{.Server.Version}}'");
+        expect(s).toContain("ip -o -4 addr show dev enp1s0f1np1");
+        expect(s).toContain("grep -qF 'inet 192.168.200.12/'");
+        expect(s).toContain("fabric IP 192.168.200.12 is not on interface enp1s0f1np1");
+        expect(s).toContain("nvidia-smi -L");
+        expect(s).toMatchSnapshot();
+    });
+
+    test("simulated host skips nvidia-smi", () => {
+        const s = preflightScript(sim);
+        expect(s).not.toContain("nvidia-smi");
+        expect(preflightCommand(target, sim)).toMatchSnapshot();
+    });
+
+    test("runs against fake docker/ip: reports facts, or fails naming the host", () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "preflight-"));
+        const write = (name: string, body: string) => {
+            fs.writeFileSync(path.join(dir, name), `#!/bin/sh\n${body}\n`, { mode: 0o755 });
+        };
+        write("docker", `echo 28.0.1`);
+        write("ip", `echo "3: fabric0    inet 10.232.0.12/24 brd 10.232.0.255 scope global fabric0"`);
+        const env = { ...process.env, PATH: `${dir}:${process.env.PATH}` };
+        const ok = spawnSync("sh", ["-c", preflightScript(sim)], { encoding: "utf8", env });
+        expect(ok.status).toBe(0);
+        expect(JSON.parse(ok.stdout)).toMatchObject({ node: "spark-2", dockerVersion: "28.0.1", gpusSeen: 1 });
+
+        const wrongIp = spawnSync("sh", ["-c", preflightScript({ ...sim, fabricIp: "10.232.0.1" })], {
+            encoding: "utf8",
+            env,
+        });
+        expect(wrongIp.status).toBe(1);
+        expect(wrongIp.stderr).toContain(
+            "preflight failed on node spark-2 (root@10.231.0.12): fabric IP 10.232.0.1 is not on interface fabric0 (has: 10.232.0.12/24",
+        );
+
+        write("docker", `echo "Cannot connect to the Docker daemon" >&2; exit 1`);
+        const noDocker = spawnSync("sh", ["-c", preflightScript(sim)], { encoding: "utf8", env });
+        expect(noDocker.status).toBe(1);
+        expect(noDocker.stderr).toContain(
+            "preflight failed on node spark-2 (root@10.231.0.12): docker engine unreachable",
+        );
+
+        write("docker", `echo 28.0.1`);
+        write("nvidia-smi", `echo "GPU 0: NVIDIA GB10"`);
+        const twoGpus = spawnSync("sh", ["-c", preflightScript({ ...sim, gpuRuntime: "nvidia", gpus: 2 })], {
+            encoding: "utf8",
+            env,
+        });
+        expect(twoGpus.status).toBe(1);
+        expect(twoGpus.stderr).toContain("expected 2 GPU(s), nvidia-smi -L lists 1");
+        fs.rmSync(dir, { recursive: true });
+    });
+});
+
+describe("image distribution", () => {
+    const dst: SshTarget = { ...target, host: "10.1.230.181" };
+
+    test("host source streams save | load over ssh with ID checks and no temp file", () => {
+        const s = imageEnsureScript(
+            { kind: "host", node: "spark-1", target },
+            dst,
+            "spark-2",
+            "hellohal2064/vllm-qwen3.5-gb10",
+        );
+        syntaxOk("bash", s);
+        expect(s).toMatch(
+            /ssh .* aurora@10\.1\.230\.180 'docker save hellohal2064\/vllm-qwen3\.5-gb10' \| ssh .* aurora@10\.1\.230\.181 'docker load'/,
+        );
+        expect(s).toContain(`[ "$have" != "$want" ]`);
+        expect(s).toContain(`[ "$have" = "$want" ] || fail "loaded ID $have differs from source ID $want"`);
+        expect(s).toContain("EXPECTED_ID");
+        expect(s).not.toMatch(/mktemp|\/tmp\/|\.tar/);
+        expect(s).toContain("set -euo pipefail");
+        expect(s).toMatchSnapshot();
+    });
+
+    test("local and registry sources", () => {
+        const local = imageEnsureScript({ kind: "local" }, dst, "spark-2", "img:1");
+        syntaxOk("bash", local);
+        expect(local).toMatch(/docker save img:1 \| ssh .* 'docker load'/);
+        const reg = imageEnsureScript({ kind: "registry" }, dst, "spark-2", "img:1");
+        syntaxOk("bash", reg);
+        expect(reg).toContain("'docker pull img:1'");
+        expect(reg).not.toContain("docker save");
+    });
+
+    test("inspect prints nothing for a missing image", () => {
+        const s = imageInspectScript(dst, "img:1");
+        syntaxOk("bash", s);
+        expect(s).toContain("No such image");
+        expect(s).toMatchSnapshot();
+    });
+});
+
+describe("ray containers", () => {
+    const ports = { gcsPort: 6379, dashboardPort: 8265, clientPort: 10001 };
+
+    test("head binds the fabric IP, declares GPUs, dashboard on loopback, blocks", () => {
+        const cmd = rayHeadCommand({ node: spark1, ports });
+        expect(cmd).toEqual([
+            "ray",
+            "start",
+            "--head",
+            "--block",
+            "--node-ip-address=192.168.200.12",
+            "--port=6379",
+            "--num-gpus=1",
+            "--dashboard-host=127.0.0.1",
+            "--dashboard-port=8265",
+            "--ray-client-server-port=10001",
+            "--disable-usage-stats",
+        ]);
+    });
+
+    test("worker joins the head address with its own fabric IP", () => {
+        expect(
+            rayWorkerCommand({ node: sim, headAddress: "10.232.0.11:6379", objectStoreMemoryBytes: 100000000 }),
+        ).toEqual([
+            "ray",
+            "start",
+            "--block",
+            "--address=10.232.0.11:6379",
+            "--node-ip-address=10.232.0.12",
+            "--num-gpus=1",
+            "--disable-usage-stats",
+            "--object-store-memory=100000000",
+        ]);
+    });
+
+    test("env pins vLLM, NCCL and GLOO to the fabric", () => {
+        expect(nodeEnv(spark1)).toEqual([
+            "VLLM_HOST_IP=192.168.200.12",
+            "NCCL_SOCKET_IFNAME=enp1s0f1np1",
+            "GLOO_SOCKET_IFNAME=enp1s0f1np1",
+            "NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1",
+            "RAY_memory_monitor_refresh_ms=0",
+        ]);
+        expect(nodeEnv(sim)).toEqual([
+            "VLLM_HOST_IP=10.232.0.12",
+            "NCCL_SOCKET_IFNAME=fabric0",
+            "GLOO_SOCKET_IFNAME=fabric0",
+            "NCCL_IB_DISABLE=1",
+        ]);
+    });
+
+    test("labels follow the contract", () => {
+        expect(
+            containerLabels(
+                {
+                    stack: "spark",
+                    role: "ray-head",
+                    node: spark1,
+                    imageRef: "img",
+                    ports: { gcs: 6379, dashboard: 8265, client: 10001 },
+                },
+                { "dashboard-host": "127.0.0.1" },
+            ),
+        ).toEqual({
+            "vllm-cluster.managed": "true",
+            "vllm-cluster.stack": "spark",
+            "vllm-cluster.role": "ray-head",
+            "vllm-cluster.node": "spark-1",
+            "vllm-cluster.gpus": "1",
+            "vllm-cluster.gpu-runtime": "nvidia",
+            "vllm-cluster.unified-memory": "true",
+            "vllm-cluster.ssh-port": "22",
+            "vllm-cluster.ports": '{"gcs":6379,"dashboard":8265,"client":10001}',
+            "vllm-cluster.image-ref": "img",
+            "vllm-cluster.dashboard-host": "127.0.0.1",
+        });
+    });
+
+    test("shm sizes convert to MB", () => {
+        expect(shmSizeMb("64g")).toBe(65536);
+        expect(shmSizeMb("256m")).toBe(256);
+        expect(shmSizeMb(undefined)).toBeUndefined();
+    });
+});
+
+describe("cluster readiness probe", () => {
+    const spec = {
+        address: "10.232.0.11:6379",
+        nodes: [
+            { name: "spark-1", fabricIp: "10.232.0.11", sshHost: "10.231.0.11" },
+            { name: "spark-2", fabricIp: "10.232.0.12", sshHost: "10.231.0.12" },
+        ],
+        gpus: 2,
+        timeoutSeconds: 0,
+    };
+
+    test("is docker exec python3 -c in the head container", () => {
+        const s = clusterReadyScript(spec);
+        expect(argvAfterShell(s).slice(0, 5)).toEqual(["docker", "exec", "vllm-ray-head", "python3", "-c"]);
+        expect(JSON.parse(argvAfterShell(s)[6])).toEqual(spec);
+        syntaxOk("sh", clusterReadyCommand(target, spec));
+        expect(clusterReadyCommand(target, spec)).toMatchSnapshot();
+    });
+
+    /** Runs the probe with a stand-in `ray` module whose nodes() returns `nodes`. */
+    function probe(nodes: object[]): { status: number | null; stdout: string; stderr: string } {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "probe-"));
+        fs.writeFileSync(
+            path.join(dir, "ray.py"),
+            `import json\ndef init(**kw): pass\ndef nodes(): return json.loads(${JSON.stringify(JSON.stringify(nodes))})\n`,
+        );
+        const r = spawnSync("python3", ["-c", CLUSTER_PROBE_PY, JSON.stringify(spec)], {
+            encoding: "utf8",
+            env: { ...process.env, PYTHONPATH: dir },
+        });
+        fs.rmSync(dir, { recursive: true });
+        return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+    }
+    const node = (ip: string, id: string) => ({
+        Alive: true,
+        NodeManagerAddress: ip,
+        NodeID: id,
+        Resources: { GPU: 1, CPU: 4 },
+    });
+
+    test("ready: prints a fingerprint of the Ray node IDs", () => {
+        const r = probe([node("10.232.0.11", "a"), node("10.232.0.12", "b")]);
+        expect(r.status).toBe(0);
+        const out = JSON.parse(r.stdout);
+        expect(out.nodes).toEqual({ "spark-1": "10.232.0.11", "spark-2": "10.232.0.12" });
+        expect(out.gpus).toBe(2);
+        const again = JSON.parse(probe([node("10.232.0.11", "a"), node("10.232.0.12", "c")]).stdout);
+        expect(again.fingerprint).not.toBe(out.fingerprint);
+    });
+
+    test("timeout names missing hosts and hosts registered with the management IP", () => {
+        const r = probe([node("10.232.0.11", "a"), node("10.231.0.12", "b")]);
+        expect(r.status).toBe(1);
+        expect(r.stderr).toContain("missing hosts: spark-2 (fabric IP 10.232.0.12)");
+        expect(r.stderr).toContain(
+            "hosts registered with a wrong IP: spark-2 registered as 10.231.0.12 instead of its fabric IP",
+        );
+    });
+
+    test("timeout names a GPU shortfall", () => {
+        const r = probe([node("10.232.0.11", "a"), { ...node("10.232.0.12", "b"), Resources: {} }]);
+        expect(r.status).toBe(1);
+        expect(r.stderr).toContain("Ray sees 1 GPUs, expected 2");
+    });
+});
+
+describe("vllm serve", () => {
+    const spec = {
+        modelContainerPath: "/models/Qwen3.5-122B-A10B-FP8",
+        servedName: "qwen3.5-122b-a10b-fp8",
+        host: "0.0.0.0",
+        port: 8001,
+        tensorParallelSize: 2,
+        pipelineParallelSize: 1,
+        gpuMemoryUtilization: 0.9,
+        maxModelLen: 32768,
+        reasoningParser: "qwen3",
+        toolCallParser: "qwen3_coder",
+        enableAutoToolChoice: true,
+        trustRemoteCode: true,
+        extraArgs: ["--enforce-eager"],
+    };
+
+    test("command: each flag and value its own element, ray backend", () => {
+        expect(serveCommand(spec)).toMatchSnapshot();
+        const cmd = serveCommand(spec);
+        expect(cmd.slice(0, 3)).toEqual(["vllm", "serve", "/models/Qwen3.5-122B-A10B-FP8"]);
+        const flag = (f: string) => cmd[cmd.indexOf(f) + 1];
+        expect(flag("--distributed-executor-backend")).toBe("ray");
+        expect(flag("--tensor-parallel-size")).toBe("2");
+        expect(flag("--port")).toBe("8001");
+        expect(cmd[cmd.length - 1]).toBe("--enforce-eager");
+    });
+
+    test("entrypoint reads the key from the mounted file into the exec'd process only", () => {
+        expect(SERVE_ENTRYPOINT).toEqual([
+            "/bin/sh",
+            "-c",
+            'VLLM_API_KEY="$(cat /run/vllm-cluster/api-key)" exec "$@"',
+            "vllm-serve",
+        ]);
+        // the entrypoint really passes the command through, with the key only in the environment
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ep-"));
+        const script = SERVE_ENTRYPOINT[2].replace("/run/vllm-cluster/api-key", path.join(dir, "k"));
+        fs.writeFileSync(path.join(dir, "k"), "s3cret");
+        const r = spawnSync(
+            "/bin/sh",
+            ["-c", script, "vllm-serve", "sh", "-c", 'printf "%s|%s" "$VLLM_API_KEY" "$0"', "zero"],
+            {
+                encoding: "utf8",
+            },
+        );
+        expect(r.stdout).toBe("s3cret|zero");
+        fs.rmSync(dir, { recursive: true });
+    });
+
+    test("api key install: stdin only, umask 077, atomic", () => {
+        const s = apiKeyInstallScript("/var/lib/vllm-cluster", "spark-1");
+        syntaxOk("sh", s);
+        expect(s).toContain("umask 077");
+        expect(s).toContain(`cat > "$tmp"`);
+        expect(s).toMatchSnapshot();
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "key-"));
+        const r = spawnSync("sh", ["-c", apiKeyInstallScript(dir, "n1")], { input: "k3y", encoding: "utf8" });
+        expect(r.status).toBe(0);
+        expect(fs.readFileSync(path.join(dir, "n1", "api-key"), "utf8")).toBe("k3y");
+        expect(fs.statSync(path.join(dir, "n1", "api-key")).mode & 0o777).toBe(0o600);
+        const empty = spawnSync("sh", ["-c", apiKeyInstallScript(dir, "n2")], { input: "", encoding: "utf8" });
+        expect(empty.status).toBe(1);
+        fs.rmSync(dir, { recursive: true });
+    });
+
+    test("readiness: bounded /health poll, then one authenticated chat completion; key via curl config on a process substitution", () => {
+        const s = serveReadinessScript({
+            node: "spark-1",
+            port: 8001,
+            servedName: "qwen3.5-122b-a10b-fp8",
+            apiKeyFile: "/home/aurora/.local/state/vllm-cluster/spark-1/api-key",
+            timeoutSeconds: 1800,
+        });
+        syntaxOk("bash", s);
+        expect(s).toContain(`"$base/health"`);
+        expect(s).toContain("-K <(auth)");
+        expect(s).toContain(`"$base/v1/chat/completions"`);
+        expect(s).toContain("within 1800s");
+        expect(s).not.toMatch(/-H ['"]?Authorization/);
+        expect(s).toMatchSnapshot();
+    });
+
+    test("readiness against a fake server: succeeds, and fails when the container died", () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ready-"));
+        const keyfile = path.join(dir, "api-key");
+        fs.writeFileSync(keyfile, "the-key");
+        const seen = path.join(dir, "curl-args");
+        // fake curl: records argv, checks the config file carries the key, answers 200
+        fs.writeFileSync(
+            path.join(dir, "curl"),
+            `#!/bin/bash\necho "$@" >> ${seen}\nwhile [ $# -gt 0 ]; do case "$1" in -K) grep -q 'Bearer the-key' "$2" || exit 7; shift;; -w) fmt="$2"; shift;; esac; shift; done\nif [ "$fmt" = '%{http_code}' ]; then printf 200; else printf '{"choices":[{"message":{"content":"ready"}}]}\\n200'; fi\n`,
+            { mode: 0o755 },
+        );
+        fs.writeFileSync(path.join(dir, "docker"), `#!/bin/sh\necho "\${FAKE_STATE:-running}"\n`, { mode: 0o755 });
+        const env = { ...process.env, PATH: `${dir}:${process.env.PATH}` };
+        const spec = {
+            node: "spark-1",
+            port: 8001,
+            servedName: "m",
+            apiKeyFile: keyfile,
+            timeoutSeconds: 5,
+            intervalSeconds: 0,
+        };
+        const ok = spawnSync("bash", ["-c", serveReadinessScript(spec)], { encoding: "utf8", env });
+        expect(ok.stderr).toBe("");
+        expect(ok.status).toBe(0);
+        expect(JSON.parse(ok.stdout)).toEqual({ ready: true, node: "spark-1", port: 8001 });
+        expect(fs.readFileSync(seen, "utf8")).not.toContain("the-key");
+
+        fs.writeFileSync(path.join(dir, "curl"), `#!/bin/sh\nprintf 000\n`, { mode: 0o755 });
+        const dead = spawnSync("bash", ["-c", serveReadinessScript(spec)], {
+            encoding: "utf8",
+            env: { ...env, FAKE_STATE: "exited" },
+        });
+        expect(dead.status).toBe(1);
+        expect(dead.stderr).toContain("vllm-serve on node spark-1: container is exited before /health answered");
+        fs.rmSync(dir, { recursive: true });
+    });
+});

@@ -1,0 +1,242 @@
+import { MANAGED_SERVE_FLAGS, validateConfig } from "../../infra/config";
+import { deepClone, loadStackRaw } from "./harness";
+
+type Raw = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+const base = (): Raw => deepClone(loadStackRaw("spark"));
+
+function problems(raw: unknown): string[] {
+    try {
+        validateConfig(raw);
+    } catch (e) {
+        return (e as Error).message
+            .split("\n")
+            .slice(1)
+            .map((l) => l.replace(/^\s+- /, ""));
+    }
+    return [];
+}
+
+describe("committed stacks validate", () => {
+    test.each(["local", "spark", "four-node"])("%s", (stack) => {
+        expect(problems(loadStackRaw(stack))).toEqual([]);
+    });
+
+    test("spark: typed values and defaults", () => {
+        const c = validateConfig(base());
+        expect(c.head.name).toBe("spark-1");
+        expect(c.workers.map((w) => w.name)).toEqual(["spark-2"]);
+        expect(c.totalGpus).toBe(2);
+        expect(c.serve.port).toBe(8001);
+        expect(c.serve.gpuMemoryUtilization).toBe(0.9);
+        expect(c.image).toEqual({ ref: "hellohal2064/vllm-qwen3.5-gb10", source: "host", sourceNode: "spark-1" });
+        expect(c.nodes[0].sshPort).toBe(22);
+    });
+
+    test("defaults: head is the first node, model container path from basename, ports", () => {
+        const raw = base();
+        delete raw.nodes[0].role;
+        delete raw.model.containerPath;
+        delete raw.ray;
+        delete raw.image.sourceNode;
+        const c = validateConfig(raw);
+        expect(c.head.name).toBe("spark-1");
+        expect(c.model.containerPath).toBe("/models/Qwen3.5-122B-A10B-FP8");
+        expect(c.ray).toMatchObject({ gcsPort: 6379, dashboardPort: 8265, clientPort: 10001 });
+        expect(c.image.sourceNode).toBe("spark-1");
+    });
+});
+
+/** Each case: mutate a valid config, expect exactly these problems. */
+const cases: [string, (r: Raw) => void, string[]][] = [
+    ["missing nodes", (r) => delete r.nodes, ["nodes: is required (a list with at least one node)"]],
+    ["empty nodes", (r) => (r.nodes = []), ["nodes: must be a non-empty list"]],
+    [
+        "required node keys",
+        (r) => {
+            delete r.nodes[1].sshHost;
+            delete r.nodes[1].fabricIp;
+            delete r.nodes[1].gpus;
+        },
+        ["nodes[1].sshHost: is required", "nodes[1].fabricIp: is required", "nodes[1].gpus: is required"],
+    ],
+    ["duplicate node name", (r) => (r.nodes[1].name = "spark-1"), ["nodes[1].name: spark-1 is used by nodes[0]"]],
+    [
+        "bad node name",
+        (r) => (r.nodes[1].name = "Spark_2"),
+        ['nodes[1].name: "Spark_2" is not a valid node name ([a-z0-9-])'],
+    ],
+    [
+        "duplicate sshHost",
+        (r) => (r.nodes[1].sshHost = "10.1.230.180"),
+        ["nodes[1].sshHost: 10.1.230.180 is used by nodes[0]"],
+    ],
+    [
+        "malformed ssh host",
+        (r) => (r.nodes[0].sshHost = "aurora@10.1.230.180"),
+        ['nodes[0].sshHost: "aurora@10.1.230.180" is a malformed SSH host (expected an IPv4 address or DNS name)'],
+    ],
+    [
+        "ssh host that looks like an IP but is not",
+        (r) => (r.nodes[0].sshHost = "10.1.230.999"),
+        ['nodes[0].sshHost: "10.1.230.999" is a malformed SSH host (expected an IPv4 address or DNS name)'],
+    ],
+    [
+        "duplicate fabric IP",
+        (r) => (r.nodes[1].fabricIp = "192.168.200.12"),
+        ["nodes[1].fabricIp: 192.168.200.12 is used by nodes[0]"],
+    ],
+    [
+        "fabric IP not IPv4",
+        (r) => (r.nodes[0].fabricIp = "192.168.200"),
+        ['nodes[0].fabricIp: "192.168.200" is not a valid IPv4 address'],
+    ],
+    [
+        "TP x PP != total GPUs",
+        (r) => (r.serve.tensorParallelSize = 4),
+        [
+            "serve.tensorParallelSize: tensorParallelSize x pipelineParallelSize = 4 x 1 = 4 but the nodes offer 2 GPUs (TP x PP must equal total GPUs)",
+        ],
+    ],
+    ["gpu util zero", (r) => (r.serve.gpuMemoryUtilization = 0), ["serve.gpuMemoryUtilization: 0 must be in (0, 1]"]],
+    [
+        "gpu util above 1",
+        (r) => (r.serve.gpuMemoryUtilization = 1.2),
+        ["serve.gpuMemoryUtilization: 1.2 must be in (0, 1]"],
+    ],
+    [
+        "serve port out of range",
+        (r) => (r.serve.port = 70000),
+        ["serve.port: 70000 is out of range 1..65535 (TCP port)"],
+    ],
+    [
+        "ssh port out of range",
+        (r) => (r.nodes[1].sshPort = 0),
+        ["nodes[1].sshPort: 0 is out of range 1..65535 (TCP port)"],
+    ],
+    [
+        "serve port clashes with ray gcs",
+        (r) => (r.serve.port = 6379),
+        ["ray.gcsPort: port 6379 clashes with serve.port on host spark-1"],
+    ],
+    [
+        "dashboard clashes with client port",
+        (r) => (r.ray.dashboardPort = 10001),
+        ["ray.clientPort: port 10001 clashes with ray.dashboardPort on host spark-1"],
+    ],
+    [
+        "ssh port clashes with serve port on the head",
+        (r) => (r.nodes[0].sshPort = 8001),
+        ["serve.port: port 8001 clashes with nodes[0].sshPort on host spark-1"],
+    ],
+    [
+        "more than one head",
+        (r) => (r.nodes[1].role = "head"),
+        ["nodes[1].role: more than one head: nodes[0] is already the head"],
+    ],
+    [
+        "no head among nodes",
+        (r) => {
+            r.nodes[0].role = "worker";
+            r.nodes[1].role = "worker";
+        },
+        ["nodes: no head node: set role: head on exactly one node"],
+    ],
+    ["invalid role", (r) => (r.nodes[1].role = "leader"), ['nodes[1].role: "leader" must be one of head, worker']],
+    ["missing image ref", (r) => delete r.image.ref, ["image.ref: is required"]],
+    ["missing image section", (r) => delete r.image, ["image: is required", "image.ref: is required"]],
+    ["missing model path", (r) => delete r.model.hostPath, ["model.hostPath: is required"]],
+    [
+        "relative model path",
+        (r) => (r.model.hostPath = "models/x"),
+        ['model.hostPath: "models/x" must be an absolute path without spaces or quotes'],
+    ],
+    ["missing served name", (r) => delete r.model.servedName, ["model.servedName: is required"]],
+    [
+        "unknown image source node",
+        (r) => (r.image.sourceNode = "spark-9"),
+        ['image.sourceNode: "spark-9" is not one of the nodes (spark-1, spark-2)'],
+    ],
+    ["bad image source", (r) => (r.image.source = "s3"), ['image.source: "s3" must be one of host, local, registry']],
+    [
+        "bad gpu runtime",
+        (r) => (r.nodes[0].gpuRuntime = "amd"),
+        ['nodes[0].gpuRuntime: "amd" must be one of nvidia, none'],
+    ],
+    [
+        "extraArgs duplicating --tensor-parallel-size",
+        (r) => (r.serve.extraArgs = ["--enforce-eager", "--tensor-parallel-size", "2"]),
+        [
+            "serve.extraArgs[1]: --tensor-parallel-size is managed by the program; set it through its own key (value not shown)",
+        ],
+    ],
+    [
+        "extraArgs with --api-key=value",
+        (r) => (r.serve.extraArgs = ["--api-key=hunter2-super-secret"]),
+        ["serve.extraArgs[0]: --api-key is managed by the program; set it through its own key (value not shown)"],
+    ],
+    ["unknown key (typo)", (r) => (r.nodes[0].fabricIP = r.nodes[0].fabricIp), ["nodes[0].fabricIP: unknown key"]],
+    [
+        "backend native is reserved",
+        (r) => (r.backend = "native"),
+        ['backend: "native" is not supported (supported: ray; native is reserved)'],
+    ],
+    [
+        "auto tool choice without parser",
+        (r) => delete r.serve.toolCallParser,
+        ["serve.enableAutoToolChoice: requires serve.toolCallParser"],
+    ],
+    ["missing ssh key path", (r) => delete r.ssh.privateKeyPath, ["ssh.privateKeyPath: is required"]],
+    ["bad shm size", (r) => (r.serve.shmSize = "lots"), ['serve.shmSize: "lots" is not a valid size (e.g. 64g)']],
+    ["non-integer gpus", (r) => (r.nodes[0].gpus = 1.5), ["nodes[0].gpus: 1.5 must be an integer"]],
+];
+
+describe("validation rules name the key path and the rule", () => {
+    test.each(cases)("%s", (_title, mutate, expected) => {
+        const raw = base();
+        mutate(raw);
+        expect(problems(raw)).toEqual(expected);
+    });
+
+    test("every problem is reported in one error", () => {
+        const raw = base();
+        raw.nodes[1].fabricIp = "192.168.200.12";
+        raw.serve.gpuMemoryUtilization = 2;
+        delete raw.model.servedName;
+        expect(() => validateConfig(raw)).toThrow(/3 problem\(s\)/);
+        expect(problems(raw)).toEqual([
+            "nodes[1].fabricIp: 192.168.200.12 is used by nodes[0]",
+            "model.servedName: is required",
+            "serve.gpuMemoryUtilization: 2 must be in (0, 1]",
+        ]);
+    });
+
+    test("extraArgs values never appear in errors", () => {
+        const raw = base();
+        raw.serve.extraArgs = ["--api-key", "hunter2-super-secret", "--api-key=hunter3-secret"];
+        let msg = "";
+        try {
+            validateConfig(raw);
+        } catch (e) {
+            msg = (e as Error).message;
+        }
+        expect(msg).toContain("serve.extraArgs[0]");
+        expect(msg).not.toContain("hunter");
+    });
+
+    test("every managed flag is rejected in extraArgs", () => {
+        for (const flag of MANAGED_SERVE_FLAGS) {
+            const raw = base();
+            raw.serve.extraArgs = [`${flag}=1`];
+            expect(problems(raw)).toContain(
+                `serve.extraArgs[0]: ${flag} is managed by the program; set it through its own key (value not shown)`,
+            );
+        }
+    });
+
+    test("non-object config", () => {
+        expect(problems(undefined)).toEqual(
+            expect.arrayContaining(["nodes: is required (a list with at least one node)", "image: is required"]),
+        );
+    });
+});

@@ -1,0 +1,377 @@
+import { ClusterConfig, validateConfig } from "../../infra/config";
+import { MOCK_API_KEY, Rec, Run, deepClone, diffRuns, loadStackRaw, runStack } from "./harness";
+
+// Pulumi's wire sentinel for secret values (sdk/nodejs/runtime/rpc.ts specialSigKey / specialSecretSig).
+const SECRET_SIG = "4dabf18193072939515e22adb298388d";
+const SECRET_SIG_VALUE = "1b47061264138c4ac30d75fd1eb44270";
+
+const T = {
+    node: "vllm-cluster:index:SparkNode",
+    provider: "pulumi:providers:docker",
+    command: "command:local:Command",
+    image: "vllm-cluster:index:ImageDistribution",
+    presence: "pulumi-nodejs:dynamic:Resource",
+    rayHead: "vllm-cluster:index:RayHead",
+    rayWorker: "vllm-cluster:index:RayWorker",
+    ready: "vllm-cluster:index:ClusterReady",
+    serve: "vllm-cluster:index:VllmServe",
+    container: "docker:index/container:Container",
+    password: "random:index/randomPassword:RandomPassword",
+};
+
+function get(run: Run, name: string): Rec {
+    const r = run.byName.get(name);
+    if (!r) {
+        throw new Error(`no resource ${name}; have ${[...run.byName.keys()].join(", ")}`);
+    }
+    return r;
+}
+
+function envOf(r: Rec): Record<string, string> {
+    return Object.fromEntries(
+        (r.inputs.envs as string[]).map((e) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)]),
+    );
+}
+
+function labelsOf(r: Rec): Record<string, string> {
+    return Object.fromEntries((r.inputs.labels as { label: string; value: string }[]).map((l) => [l.label, l.value]));
+}
+
+/** The expected graph: [name, type, parent, provider] for every resource of a stack. */
+function expectedGraph(cfg: ClusterConfig): [string, string, string, string][] {
+    const rows: [string, string, string, string][] = [];
+    for (const n of cfg.nodes) {
+        rows.push(
+            [n.name, T.node, "", ""],
+            [`${n.name}-docker`, T.provider, n.name, ""],
+            [`${n.name}-preflight`, T.command, n.name, ""],
+        );
+        rows.push([`image-${n.name}`, T.presence, "image", ""]);
+    }
+    rows.push(["image", T.image, "", ""]);
+    rows.push(
+        ["ray-head", T.rayHead, "", ""],
+        ["ray-head-container", T.container, "ray-head", `${cfg.head.name}-docker`],
+    );
+    for (const w of cfg.workers) {
+        rows.push(
+            [`ray-worker-${w.name}`, T.rayWorker, "", ""],
+            [`ray-worker-${w.name}-container`, T.container, `ray-worker-${w.name}`, `${w.name}-docker`],
+        );
+    }
+    rows.push(["cluster-ready", T.ready, "", ""], ["cluster-ready-probe", T.command, "cluster-ready", ""]);
+    rows.push(["api-key", T.password, "", ""]);
+    rows.push(
+        ["serve", T.serve, "", ""],
+        ["serve-api-key-file", T.command, "serve", ""],
+        ["serve-container", T.container, "serve", `${cfg.head.name}-docker`],
+        ["serve-readiness", T.command, "serve", ""],
+    );
+    return rows.sort((a, b) => a[0].localeCompare(b[0]));
+}
+
+const runs: Record<string, Run> = {};
+const configs: Record<string, ClusterConfig> = {};
+
+beforeAll(async () => {
+    for (const stack of ["local", "spark", "four-node"]) {
+        configs[stack] = validateConfig(loadStackRaw(stack));
+        runs[stack] = await runStack(stack, configs[stack]);
+    }
+}, 120000);
+
+describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stack) => {
+    test("names, types, parents, providers and counts", () => {
+        const got = runs[stack].resources.map((r) => [r.name, r.type, r.parent, r.provider]);
+        expect(got).toEqual(expectedGraph(configs[stack]));
+        const containers = runs[stack].resources.filter((r) => r.type === T.container);
+        expect(containers).toHaveLength(configs[stack].nodes.length + 1);
+    });
+
+    test("containers: fixed names, host network and IPC, explicit entrypoint, bounded restarts, deleteBeforeReplace", () => {
+        for (const r of runs[stack].resources.filter((x) => x.type === T.container)) {
+            expect(["vllm-ray-head", "vllm-ray-worker", "vllm-serve"]).toContain(r.inputs.name);
+            expect(r.inputs).toMatchObject({
+                networkMode: "host",
+                ipcMode: "host",
+                restart: "on-failure",
+                maxRetryCount: 3,
+                mustRun: true,
+            });
+            expect((r.inputs.entrypoints as string[]).length).toBeGreaterThan(0);
+            expect(r.deleteBeforeReplace).toBe(true);
+            const labels = labelsOf(r);
+            expect(labels["vllm-cluster.managed"]).toBe("true");
+            expect(labels["vllm-cluster.stack"]).toBe(stack);
+            expect(labels["vllm-cluster.image-ref"]).toBe(configs[stack].image.ref);
+        }
+    });
+
+    test("dependencies are data: image ID into containers, head address into workers, fingerprint into serve", () => {
+        const run = runs[stack];
+        const cfg = configs[stack];
+        const head = get(run, "ray-head-container");
+        expect(head.propertyDependencies.image).toEqual([`image-${cfg.head.name}`]);
+        expect(head.inputs.image).toMatch(/^sha256:/);
+        for (const w of cfg.workers) {
+            const c = get(run, `ray-worker-${w.name}-container`);
+            expect(c.propertyDependencies.image).toEqual([`image-${w.name}`]);
+            expect(c.propertyDependencies.command).toEqual(["ray-head-container"]);
+            expect(c.inputs.command).toContain(`--address=${cfg.head.fabricIp}:${cfg.ray.gcsPort}`);
+            // every other host's copy expects the source host's image ID
+            expect(get(run, `image-${w.name}`).propertyDependencies.expectedId).toEqual([
+                `image-${cfg.image.sourceNode}`,
+            ]);
+        }
+        for (const n of cfg.nodes) {
+            expect(get(run, `image-${n.name}`).propertyDependencies.hostArch).toEqual([`${n.name}-preflight`]);
+        }
+        const probe = get(run, "cluster-ready-probe");
+        expect(probe.propertyDependencies.triggers).toEqual(
+            ["ray-head-container", ...cfg.workers.map((w) => `ray-worker-${w.name}-container`)].sort(),
+        );
+        const serve = get(run, "serve-container");
+        expect(serve.propertyDependencies.labels).toEqual(["cluster-ready-probe"]);
+        expect(serve.propertyDependencies.image).toEqual([`image-${cfg.head.name}`]);
+        expect(serve.dependencies).toContain("serve-api-key-file");
+        expect(labelsOf(serve)["vllm-cluster.cluster-fingerprint"]).toBe(run.resolved.clusterFingerprint);
+        expect(get(run, "serve-readiness").propertyDependencies.triggers).toEqual(["serve-container"]);
+        expect(get(run, "serve-api-key-file").propertyDependencies.stdin).toEqual(["api-key"]);
+    });
+
+    test("serve labels carry the parallelism and the key file path", () => {
+        const cfg = configs[stack];
+        expect(labelsOf(get(runs[stack], "serve-container"))).toMatchObject({
+            "vllm-cluster.role": "serve",
+            "vllm-cluster.ports": JSON.stringify({ serve: cfg.serve.port }),
+            "vllm-cluster.tensor-parallel-size": String(cfg.serve.tensorParallelSize),
+            "vllm-cluster.pipeline-parallel-size": String(cfg.serve.pipelineParallelSize),
+            "vllm-cluster.cluster-gpus": String(cfg.totalGpus),
+            "vllm-cluster.api-key-file": "/run/vllm-cluster/api-key",
+        });
+    });
+
+    test("the API key never appears in a command, env, label or non-secret output", () => {
+        const run = runs[stack];
+        expect(run.resolved.apiKey).toBe(MOCK_API_KEY);
+        expect(run.resolved.apiKeyIsSecret).toBe(true);
+        for (const r of run.resources) {
+            const inputs = { ...r.inputs };
+            if (r.name === "serve-api-key-file") {
+                // the only place the key travels: ssh stdin, as a secret (sentinel-wrapped) value
+                expect(inputs.stdin).toEqual({ [SECRET_SIG]: SECRET_SIG_VALUE, value: MOCK_API_KEY });
+                expect(r.additionalSecretOutputs).toContain("stdin");
+                delete inputs.stdin;
+            }
+            expect(JSON.stringify(inputs)).not.toContain(MOCK_API_KEY);
+        }
+        const { endpoint, clusterFingerprint } = run.resolved;
+        const plain = JSON.stringify([
+            endpoint,
+            clusterFingerprint,
+            run.outputs.rayDashboard,
+            run.outputs.nodes,
+            run.outputs.servedModelName,
+        ]);
+        expect(plain).not.toContain(MOCK_API_KEY);
+    });
+
+    test("outputs", () => {
+        const cfg = configs[stack];
+        const run = runs[stack];
+        expect(run.resolved.endpoint).toBe(`http://${cfg.head.sshHost}:${cfg.serve.port}/v1`);
+        expect(run.outputs.servedModelName).toBe(cfg.model.servedName);
+        expect(run.outputs.rayDashboard).toBe(`ssh -L 8265:127.0.0.1:8265 ${cfg.head.sshUser}@${cfg.head.sshHost}`);
+        expect(run.outputs.nodes.map((n) => n.name)).toEqual(cfg.nodes.map((n) => n.name));
+    });
+});
+
+describe("spark stack carries the seeds' working settings and fixes", () => {
+    const run = () => runs.spark;
+
+    test("serve command line", () => {
+        const serve = get(run(), "serve-container");
+        const cmd = serve.inputs.command as string[];
+        expect(cmd).toMatchSnapshot();
+        expect(cmd.slice(0, 3)).toEqual(["vllm", "serve", "/models/Qwen3.5-122B-A10B-FP8"]);
+        const flag = (f: string) => {
+            expect(cmd).toContain(f);
+            return cmd[cmd.indexOf(f) + 1];
+        };
+        expect(flag("--distributed-executor-backend")).toBe("ray");
+        expect(flag("--tensor-parallel-size")).toBe("2");
+        expect(flag("--pipeline-parallel-size")).toBe("1");
+        expect(flag("--port")).toBe("8001");
+        expect(flag("--host")).toBe("0.0.0.0");
+        expect(flag("--gpu-memory-utilization")).toBe("0.9");
+        expect(flag("--max-model-len")).toBe("32768");
+        expect(flag("--reasoning-parser")).toBe("qwen3");
+        expect(flag("--tool-call-parser")).toBe("qwen3_coder");
+        expect(flag("--served-model-name")).toBe("qwen3.5-122b-a10b-fp8");
+        expect(cmd).toContain("--enable-auto-tool-choice");
+        expect(cmd).toContain("--trust-remote-code");
+        expect(cmd).not.toContain("--api-key");
+        expect(serve.inputs.entrypoints).toEqual([
+            "/bin/sh",
+            "-c",
+            'VLLM_API_KEY="$(cat /run/vllm-cluster/api-key)" exec "$@"',
+            "vllm-serve",
+        ]);
+        expect(envOf(serve)).toEqual({
+            VLLM_HOST_IP: "192.168.200.12",
+            NCCL_SOCKET_IFNAME: "enp1s0f1np1",
+            GLOO_SOCKET_IFNAME: "enp1s0f1np1",
+            NCCL_IB_HCA: "rocep1s0f1,roceP2p1s0f1",
+            RAY_memory_monitor_refresh_ms: "0",
+            RAY_ADDRESS: "192.168.200.12:6379",
+        });
+        expect(serve.inputs.volumes).toEqual([
+            {
+                hostPath: "/home/aurora/models/Qwen3.5-122B-A10B-FP8",
+                containerPath: "/models/Qwen3.5-122B-A10B-FP8",
+                readOnly: true,
+            },
+            {
+                hostPath: "/home/aurora/.local/state/vllm-cluster/spark-1/api-key",
+                containerPath: "/run/vllm-cluster/api-key",
+                readOnly: true,
+            },
+            { hostPath: "/home/aurora/.local/state/vllm-cluster/spark-1/ray", containerPath: "/tmp/ray" },
+        ]);
+        expect(serve.inputs.gpus).toBe("all");
+        expect(serve.inputs.shmSize).toBe(65536);
+    });
+
+    test("ray head and worker containers", () => {
+        const head = get(run(), "ray-head-container");
+        const worker = get(run(), "ray-worker-spark-2-container");
+        expect({
+            head: [head.inputs.entrypoints, head.inputs.command],
+            worker: [worker.inputs.entrypoints, worker.inputs.command],
+        }).toMatchSnapshot();
+        expect(head.inputs.entrypoints).toEqual(["/usr/bin/env"]);
+        expect(head.inputs.command).toEqual(
+            expect.arrayContaining([
+                "ray",
+                "start",
+                "--head",
+                "--block",
+                "--node-ip-address=192.168.200.12",
+                "--num-gpus=1",
+                "--dashboard-host=127.0.0.1",
+            ]),
+        );
+        expect(worker.inputs.command).toEqual(
+            expect.arrayContaining([
+                "ray",
+                "start",
+                "--block",
+                "--address=192.168.200.12:6379",
+                "--node-ip-address=192.168.200.13",
+                "--num-gpus=1",
+            ]),
+        );
+        expect(envOf(head).VLLM_HOST_IP).toBe("192.168.200.12");
+        expect(envOf(worker).VLLM_HOST_IP).toBe("192.168.200.13");
+        expect(envOf(worker).NCCL_SOCKET_IFNAME).toBe("enp1s0f1np1");
+        expect(envOf(worker).NCCL_IB_HCA).toBe("rocep1s0f1,roceP2p1s0f1");
+        for (const c of [head, worker]) {
+            expect(c.inputs.volumes).toContainEqual({
+                hostPath: "/home/aurora/models/Qwen3.5-122B-A10B-FP8",
+                containerPath: "/models/Qwen3.5-122B-A10B-FP8",
+                readOnly: true,
+            });
+            expect(c.inputs.gpus).toBe("all");
+        }
+        expect(labelsOf(head)["vllm-cluster.dashboard-host"]).toBe("127.0.0.1");
+        expect(labelsOf(head)["vllm-cluster.ports"]).toBe('{"gcs":6379,"dashboard":8265,"client":10001}');
+    });
+
+    test("docker providers go over ssh:// with verified host keys", () => {
+        const p = get(run(), "spark-2-docker");
+        expect(p.inputs.host).toBe("ssh://aurora@10.1.230.181:22");
+        expect(JSON.parse(p.inputs.sshOpts as string)).toEqual(
+            expect.arrayContaining(["StrictHostKeyChecking=yes", "UserKnownHostsFile=~/.ssh/known_hosts"]),
+        );
+    });
+
+    test("remote commands: preflight, probe, readiness", () => {
+        const r = run();
+        expect(get(r, "spark-1-preflight").inputs.create).toContain("nvidia-smi -L");
+        expect(get(r, "cluster-ready-probe").inputs.create).toContain("docker exec vllm-ray-head python3 -c");
+        expect(get(r, "serve-readiness").inputs.create).toContain("bash -c");
+        expect(get(r, "serve-api-key-file").inputs.delete).toContain("rm -f");
+    });
+});
+
+describe("local stack targets the simulated hosts", () => {
+    test("no GPUs requested, NCCL IB disabled, testbed image from spark-1", () => {
+        const r = runs.local;
+        for (const c of r.resources.filter((x) => x.type === T.container)) {
+            expect(c.inputs.gpus).toBeUndefined();
+            expect(envOf(c).NCCL_IB_DISABLE).toBe("1");
+        }
+        expect(get(r, "image-spark-2").inputs.ensureScript).toContain("'docker save vllm-cluster-testbed:latest'");
+        expect(get(r, "spark-1-docker").inputs.host).toBe("ssh://root@10.231.0.11:22");
+        expect(get(r, "serve-container").inputs.command).toEqual(
+            expect.arrayContaining(["--served-model-name", "tiny-standin", "--port", "8000"]),
+        );
+    });
+});
+
+describe("restart scope: exactly these resources see changed inputs", () => {
+    async function scope(stack: string, mutate: (raw: Record<string, any>) => void) {
+        // eslint-disable-line @typescript-eslint/no-explicit-any
+        const raw = deepClone(loadStackRaw(stack));
+        mutate(raw);
+        const next = await runStack(stack, validateConfig(raw));
+        return diffRuns(runs[stack], next);
+    }
+
+    test("nothing changed: nothing changes", async () => {
+        expect(await scope("spark", () => undefined)).toEqual({ added: [], removed: [], changed: [] });
+    });
+
+    test("serve argument: only serve is replaced (and re-checked); Ray containers keep their inputs", async () => {
+        expect(await scope("spark", (r) => (r.serve.maxModelLen = 16384))).toEqual({
+            added: [],
+            removed: [],
+            changed: ["serve-container", "serve-readiness"],
+        });
+    });
+
+    test("image: distribution updates, Ray containers are replaced, cluster re-checked, serve restarts", async () => {
+        expect(await scope("spark", (r) => (r.image.ref = "hellohal2064/vllm-qwen3.5-gb10:v2"))).toEqual({
+            added: [],
+            removed: [],
+            changed: [
+                "cluster-ready-probe",
+                "image-spark-1",
+                "image-spark-2",
+                "ray-head-container",
+                "ray-worker-spark-2-container",
+                "serve-container",
+                "serve-readiness",
+            ],
+        });
+    });
+
+    test("added host: one new worker, cluster re-checked, serve restarts with the new parallelism", async () => {
+        const d = await scope("local", (r) => {
+            r.nodes.push({ ...r.nodes[1], name: "spark-3", sshHost: "10.231.0.13", fabricIp: "10.232.0.13" });
+            r.serve.tensorParallelSize = 3;
+        });
+        expect(d).toEqual({
+            added: [
+                "image-spark-3",
+                "ray-worker-spark-3",
+                "ray-worker-spark-3-container",
+                "spark-3",
+                "spark-3-docker",
+                "spark-3-preflight",
+            ],
+            removed: [],
+            changed: ["cluster-ready-probe", "serve-container", "serve-readiness"],
+        });
+    });
+});
