@@ -5,15 +5,7 @@ import tseslint from "typescript-eslint";
 
 export default tseslint.config(
     {
-        ignores: [
-            "node_modules/**",
-            "bin/**",
-            "coverage/**",
-            "policies/node_modules/**",
-            "policies/bin/**",
-            ".state/**",
-            ".testbed/**",
-        ],
+        ignores: ["node_modules/**", "bin/**", "coverage/**", "policies/node_modules/**", "policies/bin/**", ".state/**", ".testbed/**"],
     },
     ...tseslint.configs.recommended,
     {

@@ -45,11 +45,7 @@ export class ClusterReady extends pulumi.ComponentResource {
             return clusterReadyCommand(args.head.ssh, spec);
         });
 
-        this.probe = new command.local.Command(
-            `${name}-probe`,
-            { create, triggers: args.containerIds },
-            { parent: this },
-        );
+        this.probe = new command.local.Command(`${name}-probe`, { create, triggers: args.containerIds }, { parent: this });
 
         this.report = this.probe.stdout.apply((out) => parseReport(out));
         this.fingerprint = this.report.apply((r) => r.fingerprint);

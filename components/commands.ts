@@ -142,14 +142,20 @@ export function raySessionHostDir(stateDir: string, node: string): string {
 
 /**
  * Remote script that checks what the seeds found broken by hand: the docker engine answers, the fabric IP is
- * configured on the named interface, and (with the nvidia runtime) the GPU count matches. Prints one JSON line
+ * configured on the named interface, and (with the nvidia runtime) the GPU count matches. It also creates the
+ * node's state dir (<stateDir>/<node>/ray) as the login user. Prints one JSON line
  * of facts: {"node","arch","dockerVersion","gpusSeen"}.
  */
-export function preflightScript(n: NodeSpec): string {
+export function preflightScript(n: NodeSpec, stateDir: string): string {
     const lines = [
         "set -u",
         `node=${shellQuote(n.name)}`,
         `fail() { echo "preflight failed on node $node (${n.sshUser}@${n.sshHost}): $*" >&2; exit 1; }`,
+        // Created here, as the login user, before any container: docker would create missing bind-mount
+        // sources owned by root, and the API key install (run as the login user) could not write there.
+        `mkdir -p ${shellQuote(raySessionHostDir(stateDir, n.name))} && [ -w ${shellQuote(nodeStateDir(stateDir, n.name))} ] || fail ${shellQuote(
+            `state dir ${nodeStateDir(stateDir, n.name)} is not writable`,
+        )}`,
         `command -v docker >/dev/null 2>&1 || fail "docker CLI not found"`,
         `dver=$(docker version --format '{{.Server.Version}}' 2>&1) || fail "docker engine unreachable: $dver"`,
         `command -v ip >/dev/null 2>&1 || fail "ip (iproute2) not found"`,
@@ -174,8 +180,8 @@ export function preflightScript(n: NodeSpec): string {
     return lines.join("\n");
 }
 
-export function preflightCommand(t: SshTarget, n: NodeSpec): string {
-    return remoteScriptCommand(t, `preflight on node ${n.name}`, preflightScript(n));
+export function preflightCommand(t: SshTarget, n: NodeSpec, stateDir: string): string {
+    return remoteScriptCommand(t, `preflight on node ${n.name}`, preflightScript(n, stateDir));
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -485,12 +491,7 @@ export interface ServeSpec {
  * Reads the key from the read-only mounted file into the environment of the exec'd process only, so it is in
  * neither the container's Cmd nor its Env (`docker inspect`, `ps`).
  */
-export const SERVE_ENTRYPOINT = [
-    "/bin/sh",
-    "-c",
-    `VLLM_API_KEY="$(cat ${API_KEY_CONTAINER_PATH})" exec "$@"`,
-    "vllm-serve",
-];
+export const SERVE_ENTRYPOINT = ["/bin/sh", "-c", `VLLM_API_KEY="$(cat ${API_KEY_CONTAINER_PATH})" exec "$@"`, "vllm-serve"];
 
 /** `vllm serve <model> --flag value ...`, each flag and value its own element. */
 export function serveCommand(s: ServeSpec): string[] {

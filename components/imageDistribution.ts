@@ -31,9 +31,7 @@ export class ImageDistribution extends pulumi.ComponentResource {
         if (args.source === "host") {
             sourceNode = args.nodes.find((n) => n.node.name === args.sourceNode);
             if (!sourceNode) {
-                throw new Error(
-                    `${name}: image source node ${JSON.stringify(args.sourceNode)} is not one of the nodes`,
-                );
+                throw new Error(`${name}: image source node ${JSON.stringify(args.sourceNode)} is not one of the nodes`);
             }
             origin = { kind: "host", node: sourceNode.node.name, target: sourceNode.ssh };
         } else {

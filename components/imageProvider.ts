@@ -115,9 +115,7 @@ export const imagePresenceProvider: pulumi.dynamic.ResourceProvider = {
         if (!props) {
             throw new Error(`cannot read image presence ${id} without its recorded state`);
         }
-        const imageId = lastLine(
-            await runBash(props.inspectScript, {}, `inspecting ${props.ref} on node ${props.node}`),
-        );
+        const imageId = lastLine(await runBash(props.inspectScript, {}, `inspecting ${props.ref} on node ${props.node}`));
         return { id, props: { ...props, imageId } };
     },
 

@@ -37,9 +37,7 @@ export class RayWorker extends pulumi.ComponentResource {
                 entrypoints: RAY_ENTRYPOINT,
                 command: pulumi
                     .output(args.headAddress)
-                    .apply((headAddress) =>
-                        rayWorkerCommand({ node, headAddress, objectStoreMemoryBytes: args.objectStoreMemoryBytes }),
-                    ),
+                    .apply((headAddress) => rayWorkerCommand({ node, headAddress, objectStoreMemoryBytes: args.objectStoreMemoryBytes })),
                 envs: nodeEnv(node),
                 labels: containerLabels({
                     stack: args.stack,

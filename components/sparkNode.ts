@@ -8,6 +8,8 @@ export interface SparkNodeArgs {
     node: NodeSpec;
     /** How to reach the node: user, host, port, key and known_hosts file. */
     ssh: SshTarget;
+    /** Host directory for per-node state (API key file, Ray session dir); preflight creates it. */
+    stateDir: string;
 }
 
 /** Facts the preflight reports about a host. */
@@ -44,7 +46,7 @@ export class SparkNode extends pulumi.ComponentResource {
 
         this.preflight = new command.local.Command(
             `${name}-preflight`,
-            { create: preflightCommand(args.ssh, args.node) },
+            { create: preflightCommand(args.ssh, args.node, args.stateDir) },
             { parent: this },
         );
 

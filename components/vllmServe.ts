@@ -64,16 +64,8 @@ export class VllmServe extends pulumi.ComponentResource {
         this.apiKeyFile = new command.local.Command(
             `${name}-api-key-file`,
             {
-                create: remoteScriptCommand(
-                    t,
-                    `api key install on node ${node.name}`,
-                    apiKeyInstallScript(args.stateDir, node.name),
-                ),
-                delete: remoteScriptCommand(
-                    t,
-                    `api key removal on node ${node.name}`,
-                    apiKeyRemoveScript(args.stateDir, node.name),
-                ),
+                create: remoteScriptCommand(t, `api key install on node ${node.name}`, apiKeyInstallScript(args.stateDir, node.name)),
+                delete: remoteScriptCommand(t, `api key removal on node ${node.name}`, apiKeyRemoveScript(args.stateDir, node.name)),
                 stdin: pulumi.secret(args.apiKey),
                 logging: "stderr",
             },

@@ -220,10 +220,7 @@ class Reader {
         return v;
     }
 
-    int(
-        k: string,
-        opts: { required?: boolean; def?: number; min?: number; max?: number; what?: string } = {},
-    ): number | undefined {
+    int(k: string, opts: { required?: boolean; def?: number; min?: number; max?: number; what?: string } = {}): number | undefined {
         const v = this.obj[k];
         if (v === undefined || v === null) {
             if (opts.required) {
@@ -351,10 +348,7 @@ export function validateConfig(raw: unknown): ClusterConfig {
             const sshHostRaw = r.str("sshHost", { required: true });
             let sshHost: string | undefined = sshHostRaw;
             if (sshHostRaw !== undefined && !isValidSshHost(sshHostRaw)) {
-                p.add(
-                    `${at}.sshHost`,
-                    `${JSON.stringify(sshHostRaw)} is a malformed SSH host (expected an IPv4 address or DNS name)`,
-                );
+                p.add(`${at}.sshHost`, `${JSON.stringify(sshHostRaw)} is a malformed SSH host (expected an IPv4 address or DNS name)`);
                 sshHost = undefined;
             }
             const sshUser = r.str("sshUser", { required: true, re: USER_RE, what: "user name" });
@@ -447,10 +441,7 @@ export function validateConfig(raw: unknown): ClusterConfig {
         if (sourceNode === undefined) {
             sourceNode = head?.name;
         } else if (nodes.length > 0 && !nodes.some((n) => n.name === sourceNode)) {
-            p.add(
-                "image.sourceNode",
-                `${JSON.stringify(sourceNode)} is not one of the nodes (${nodes.map((n) => n.name).join(", ")})`,
-            );
+            p.add("image.sourceNode", `${JSON.stringify(sourceNode)} is not one of the nodes (${nodes.map((n) => n.name).join(", ")})`);
         }
     } else if (sourceNode !== undefined && (source === "local" || source === "registry")) {
         p.add("image.sourceNode", `only valid with image.source=host (source is ${source})`);
@@ -460,8 +451,7 @@ export function validateConfig(raw: unknown): ClusterConfig {
     const mr = top.section("model", true);
     mr.unknownKeys(MODEL_KEYS);
     const hostPath = mr.absPath("hostPath", true) ?? "";
-    const containerPath =
-        mr.absPath("containerPath", false) ?? (hostPath ? `/models/${path.posix.basename(hostPath)}` : "");
+    const containerPath = mr.absPath("containerPath", false) ?? (hostPath ? `/models/${path.posix.basename(hostPath)}` : "");
     const servedName = mr.str("servedName", { required: true, re: TOKEN_RE, what: "served model name" }) ?? "";
 
     // ray
@@ -512,10 +502,7 @@ export function validateConfig(raw: unknown): ClusterConfig {
     extraArgs.forEach((a, i) => {
         const f = flagOf(a);
         if (f !== undefined && MANAGED_SERVE_FLAGS.includes(f)) {
-            p.add(
-                `serve.extraArgs[${i}]`,
-                `${f} is managed by the program; set it through its own key (value not shown)`,
-            );
+            p.add(`serve.extraArgs[${i}]`, `${f} is managed by the program; set it through its own key (value not shown)`);
         }
     });
     if (enableAutoToolChoice && toolCallParser === undefined) {
@@ -575,9 +562,7 @@ export function validateConfig(raw: unknown): ClusterConfig {
     }
 
     if (p.list.length > 0) {
-        throw new Error(
-            `invalid ${CONFIG_NAMESPACE} stack config (${p.list.length} problem(s)):\n  - ${p.list.join("\n  - ")}`,
-        );
+        throw new Error(`invalid ${CONFIG_NAMESPACE} stack config (${p.list.length} problem(s)):\n  - ${p.list.join("\n  - ")}`);
     }
 
     return {

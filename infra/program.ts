@@ -25,7 +25,7 @@ export interface ClusterOutputs {
 export function buildCluster(cfg: ClusterConfig, stack: string): ClusterOutputs {
     const hosts = new Map<string, SparkNode>();
     for (const n of cfg.nodes) {
-        hosts.set(n.name, new SparkNode(n.name, { node: n, ssh: sshTargetOf(n, cfg.ssh) }));
+        hosts.set(n.name, new SparkNode(n.name, { node: n, ssh: sshTargetOf(n, cfg.ssh), stateDir: cfg.stateDir }));
     }
     const host = (name: string): SparkNode => hosts.get(name)!;
     const head = host(cfg.head.name);

@@ -77,17 +77,7 @@ function syntaxOk(shell: "sh" | "bash", script: string): void {
 }
 
 describe("shell quoting", () => {
-    const nasty = [
-        "plain",
-        "",
-        "with space",
-        "it's",
-        `"double" $HOME \`id\` \\ back`,
-        "a\nb",
-        "*",
-        "--flag=x y",
-        "{{.Id}}",
-    ];
+    const nasty = ["plain", "", "with space", "it's", `"double" $HOME \`id\` \\ back`, "a\nb", "*", "--flag=x y", "{{.Id}}"];
 
     test("round-trips through sh exactly", () => {
         expect(argvAfterShell(shellJoin(nasty))).toEqual(nasty);
@@ -139,15 +129,13 @@ describe("ssh", () => {
 
     test("dashboard hint tunnels to loopback", () => {
         expect(dashboardTunnelHint(target, 8265)).toBe("ssh -L 8265:127.0.0.1:8265 aurora@10.1.230.180");
-        expect(dashboardTunnelHint({ ...target, port: 2222 }, 8265)).toBe(
-            "ssh -L 8265:127.0.0.1:8265 -p 2222 aurora@10.1.230.180",
-        );
+        expect(dashboardTunnelHint({ ...target, port: 2222 }, 8265)).toBe("ssh -L 8265:127.0.0.1:8265 -p 2222 aurora@10.1.230.180");
     });
 });
 
 describe("preflight", () => {
     test("nvidia host checks docker, fabric IP on interface and GPU count", () => {
-        const s = preflightScript(spark1);
+        const s = preflightScript(spark1, "/var/lib/vllm-cluster");
         syntaxOk("sh", s);
         expect(s).toContain("docker version --format '{{.Server.Version}}'");
         expect(s).toContain("ip -o -4 addr show dev enp1s0f1np1");
@@ -158,9 +146,9 @@ describe("preflight", () => {
     });
 
     test("simulated host skips nvidia-smi", () => {
-        const s = preflightScript(sim);
+        const s = preflightScript(sim, "/var/lib/vllm-cluster");
         expect(s).not.toContain("nvidia-smi");
-        expect(preflightCommand(target, sim)).toMatchSnapshot();
+        expect(preflightCommand(target, sim, "/var/lib/vllm-cluster")).toMatchSnapshot();
     });
 
     test("runs against fake docker/ip: reports facts, or fails naming the host", () => {
@@ -171,11 +159,13 @@ describe("preflight", () => {
         write("docker", `echo 28.0.1`);
         write("ip", `echo "3: fabric0    inet 10.232.0.12/24 brd 10.232.0.255 scope global fabric0"`);
         const env = { ...process.env, PATH: `${dir}:${process.env.PATH}` };
-        const ok = spawnSync("sh", ["-c", preflightScript(sim)], { encoding: "utf8", env });
+        const stateDir = path.join(dir, "state");
+        const ok = spawnSync("sh", ["-c", preflightScript(sim, stateDir)], { encoding: "utf8", env });
         expect(ok.status).toBe(0);
         expect(JSON.parse(ok.stdout)).toMatchObject({ node: "spark-2", dockerVersion: "28.0.1", gpusSeen: 1 });
+        expect(fs.statSync(path.join(stateDir, "spark-2", "ray")).isDirectory()).toBe(true);
 
-        const wrongIp = spawnSync("sh", ["-c", preflightScript({ ...sim, fabricIp: "10.232.0.1" })], {
+        const wrongIp = spawnSync("sh", ["-c", preflightScript({ ...sim, fabricIp: "10.232.0.1" }, stateDir)], {
             encoding: "utf8",
             env,
         });
@@ -185,15 +175,13 @@ describe("preflight", () => {
         );
 
         write("docker", `echo "Cannot connect to the Docker daemon" >&2; exit 1`);
-        const noDocker = spawnSync("sh", ["-c", preflightScript(sim)], { encoding: "utf8", env });
+        const noDocker = spawnSync("sh", ["-c", preflightScript(sim, stateDir)], { encoding: "utf8", env });
         expect(noDocker.status).toBe(1);
-        expect(noDocker.stderr).toContain(
-            "preflight failed on node spark-2 (root@10.231.0.12): docker engine unreachable",
-        );
+        expect(noDocker.stderr).toContain("preflight failed on node spark-2 (root@10.231.0.12): docker engine unreachable");
 
         write("docker", `echo 28.0.1`);
         write("nvidia-smi", `echo "GPU 0: NVIDIA GB10"`);
-        const twoGpus = spawnSync("sh", ["-c", preflightScript({ ...sim, gpuRuntime: "nvidia", gpus: 2 })], {
+        const twoGpus = spawnSync("sh", ["-c", preflightScript({ ...sim, gpuRuntime: "nvidia", gpus: 2 }, stateDir)], {
             encoding: "utf8",
             env,
         });
@@ -207,12 +195,7 @@ describe("image distribution", () => {
     const dst: SshTarget = { ...target, host: "10.1.230.181" };
 
     test("host source streams save | load over ssh with ID checks and no temp file", () => {
-        const s = imageEnsureScript(
-            { kind: "host", node: "spark-1", target },
-            dst,
-            "spark-2",
-            "hellohal2064/vllm-qwen3.5-gb10",
-        );
+        const s = imageEnsureScript({ kind: "host", node: "spark-1", target }, dst, "spark-2", "hellohal2064/vllm-qwen3.5-gb10");
         syntaxOk("bash", s);
         expect(s).toMatch(
             /ssh .* aurora@10\.1\.230\.180 'docker save hellohal2064\/vllm-qwen3\.5-gb10' \| ssh .* aurora@10\.1\.230\.181 'docker load'/,
@@ -264,9 +247,7 @@ describe("ray containers", () => {
     });
 
     test("worker joins the head address with its own fabric IP", () => {
-        expect(
-            rayWorkerCommand({ node: sim, headAddress: "10.232.0.11:6379", objectStoreMemoryBytes: 100000000 }),
-        ).toEqual([
+        expect(rayWorkerCommand({ node: sim, headAddress: "10.232.0.11:6379", objectStoreMemoryBytes: 100000000 })).toEqual([
             "ray",
             "start",
             "--block",
@@ -382,9 +363,7 @@ describe("cluster readiness probe", () => {
         const r = probe([node("10.232.0.11", "a"), node("10.231.0.12", "b")]);
         expect(r.status).toBe(1);
         expect(r.stderr).toContain("missing hosts: spark-2 (fabric IP 10.232.0.12)");
-        expect(r.stderr).toContain(
-            "hosts registered with a wrong IP: spark-2 registered as 10.231.0.12 instead of its fabric IP",
-        );
+        expect(r.stderr).toContain("hosts registered with a wrong IP: spark-2 registered as 10.231.0.12 instead of its fabric IP");
     });
 
     test("timeout names a GPU shortfall", () => {
@@ -423,23 +402,14 @@ describe("vllm serve", () => {
     });
 
     test("entrypoint reads the key from the mounted file into the exec'd process only", () => {
-        expect(SERVE_ENTRYPOINT).toEqual([
-            "/bin/sh",
-            "-c",
-            'VLLM_API_KEY="$(cat /run/vllm-cluster/api-key)" exec "$@"',
-            "vllm-serve",
-        ]);
+        expect(SERVE_ENTRYPOINT).toEqual(["/bin/sh", "-c", 'VLLM_API_KEY="$(cat /run/vllm-cluster/api-key)" exec "$@"', "vllm-serve"]);
         // the entrypoint really passes the command through, with the key only in the environment
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ep-"));
         const script = SERVE_ENTRYPOINT[2].replace("/run/vllm-cluster/api-key", path.join(dir, "k"));
         fs.writeFileSync(path.join(dir, "k"), "s3cret");
-        const r = spawnSync(
-            "/bin/sh",
-            ["-c", script, "vllm-serve", "sh", "-c", 'printf "%s|%s" "$VLLM_API_KEY" "$0"', "zero"],
-            {
-                encoding: "utf8",
-            },
-        );
+        const r = spawnSync("/bin/sh", ["-c", script, "vllm-serve", "sh", "-c", 'printf "%s|%s" "$VLLM_API_KEY" "$0"', "zero"], {
+            encoding: "utf8",
+        });
         expect(r.stdout).toBe("s3cret|zero");
         fs.rmSync(dir, { recursive: true });
     });

@@ -61,16 +61,8 @@ const cases: [string, (r: Raw) => void, string[]][] = [
         ["nodes[1].sshHost: is required", "nodes[1].fabricIp: is required", "nodes[1].gpus: is required"],
     ],
     ["duplicate node name", (r) => (r.nodes[1].name = "spark-1"), ["nodes[1].name: spark-1 is used by nodes[0]"]],
-    [
-        "bad node name",
-        (r) => (r.nodes[1].name = "Spark_2"),
-        ['nodes[1].name: "Spark_2" is not a valid node name ([a-z0-9-])'],
-    ],
-    [
-        "duplicate sshHost",
-        (r) => (r.nodes[1].sshHost = "10.1.230.180"),
-        ["nodes[1].sshHost: 10.1.230.180 is used by nodes[0]"],
-    ],
+    ["bad node name", (r) => (r.nodes[1].name = "Spark_2"), ['nodes[1].name: "Spark_2" is not a valid node name ([a-z0-9-])']],
+    ["duplicate sshHost", (r) => (r.nodes[1].sshHost = "10.1.230.180"), ["nodes[1].sshHost: 10.1.230.180 is used by nodes[0]"]],
     [
         "malformed ssh host",
         (r) => (r.nodes[0].sshHost = "aurora@10.1.230.180"),
@@ -81,16 +73,8 @@ const cases: [string, (r: Raw) => void, string[]][] = [
         (r) => (r.nodes[0].sshHost = "10.1.230.999"),
         ['nodes[0].sshHost: "10.1.230.999" is a malformed SSH host (expected an IPv4 address or DNS name)'],
     ],
-    [
-        "duplicate fabric IP",
-        (r) => (r.nodes[1].fabricIp = "192.168.200.12"),
-        ["nodes[1].fabricIp: 192.168.200.12 is used by nodes[0]"],
-    ],
-    [
-        "fabric IP not IPv4",
-        (r) => (r.nodes[0].fabricIp = "192.168.200"),
-        ['nodes[0].fabricIp: "192.168.200" is not a valid IPv4 address'],
-    ],
+    ["duplicate fabric IP", (r) => (r.nodes[1].fabricIp = "192.168.200.12"), ["nodes[1].fabricIp: 192.168.200.12 is used by nodes[0]"]],
+    ["fabric IP not IPv4", (r) => (r.nodes[0].fabricIp = "192.168.200"), ['nodes[0].fabricIp: "192.168.200" is not a valid IPv4 address']],
     [
         "TP x PP != total GPUs",
         (r) => (r.serve.tensorParallelSize = 4),
@@ -99,26 +83,10 @@ const cases: [string, (r: Raw) => void, string[]][] = [
         ],
     ],
     ["gpu util zero", (r) => (r.serve.gpuMemoryUtilization = 0), ["serve.gpuMemoryUtilization: 0 must be in (0, 1]"]],
-    [
-        "gpu util above 1",
-        (r) => (r.serve.gpuMemoryUtilization = 1.2),
-        ["serve.gpuMemoryUtilization: 1.2 must be in (0, 1]"],
-    ],
-    [
-        "serve port out of range",
-        (r) => (r.serve.port = 70000),
-        ["serve.port: 70000 is out of range 1..65535 (TCP port)"],
-    ],
-    [
-        "ssh port out of range",
-        (r) => (r.nodes[1].sshPort = 0),
-        ["nodes[1].sshPort: 0 is out of range 1..65535 (TCP port)"],
-    ],
-    [
-        "serve port clashes with ray gcs",
-        (r) => (r.serve.port = 6379),
-        ["ray.gcsPort: port 6379 clashes with serve.port on host spark-1"],
-    ],
+    ["gpu util above 1", (r) => (r.serve.gpuMemoryUtilization = 1.2), ["serve.gpuMemoryUtilization: 1.2 must be in (0, 1]"]],
+    ["serve port out of range", (r) => (r.serve.port = 70000), ["serve.port: 70000 is out of range 1..65535 (TCP port)"]],
+    ["ssh port out of range", (r) => (r.nodes[1].sshPort = 0), ["nodes[1].sshPort: 0 is out of range 1..65535 (TCP port)"]],
+    ["serve port clashes with ray gcs", (r) => (r.serve.port = 6379), ["ray.gcsPort: port 6379 clashes with serve.port on host spark-1"]],
     [
         "dashboard clashes with client port",
         (r) => (r.ray.dashboardPort = 10001),
@@ -129,11 +97,7 @@ const cases: [string, (r: Raw) => void, string[]][] = [
         (r) => (r.nodes[0].sshPort = 8001),
         ["serve.port: port 8001 clashes with nodes[0].sshPort on host spark-1"],
     ],
-    [
-        "more than one head",
-        (r) => (r.nodes[1].role = "head"),
-        ["nodes[1].role: more than one head: nodes[0] is already the head"],
-    ],
+    ["more than one head", (r) => (r.nodes[1].role = "head"), ["nodes[1].role: more than one head: nodes[0] is already the head"]],
     [
         "no head among nodes",
         (r) => {
@@ -158,17 +122,11 @@ const cases: [string, (r: Raw) => void, string[]][] = [
         ['image.sourceNode: "spark-9" is not one of the nodes (spark-1, spark-2)'],
     ],
     ["bad image source", (r) => (r.image.source = "s3"), ['image.source: "s3" must be one of host, local, registry']],
-    [
-        "bad gpu runtime",
-        (r) => (r.nodes[0].gpuRuntime = "amd"),
-        ['nodes[0].gpuRuntime: "amd" must be one of nvidia, none'],
-    ],
+    ["bad gpu runtime", (r) => (r.nodes[0].gpuRuntime = "amd"), ['nodes[0].gpuRuntime: "amd" must be one of nvidia, none']],
     [
         "extraArgs duplicating --tensor-parallel-size",
         (r) => (r.serve.extraArgs = ["--enforce-eager", "--tensor-parallel-size", "2"]),
-        [
-            "serve.extraArgs[1]: --tensor-parallel-size is managed by the program; set it through its own key (value not shown)",
-        ],
+        ["serve.extraArgs[1]: --tensor-parallel-size is managed by the program; set it through its own key (value not shown)"],
     ],
     [
         "extraArgs with --api-key=value",

@@ -28,9 +28,7 @@ function get(run: Run, name: string): Rec {
 }
 
 function envOf(r: Rec): Record<string, string> {
-    return Object.fromEntries(
-        (r.inputs.envs as string[]).map((e) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)]),
-    );
+    return Object.fromEntries((r.inputs.envs as string[]).map((e) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)]));
 }
 
 function labelsOf(r: Rec): Record<string, string> {
@@ -41,18 +39,11 @@ function labelsOf(r: Rec): Record<string, string> {
 function expectedGraph(cfg: ClusterConfig): [string, string, string, string][] {
     const rows: [string, string, string, string][] = [];
     for (const n of cfg.nodes) {
-        rows.push(
-            [n.name, T.node, "", ""],
-            [`${n.name}-docker`, T.provider, n.name, ""],
-            [`${n.name}-preflight`, T.command, n.name, ""],
-        );
+        rows.push([n.name, T.node, "", ""], [`${n.name}-docker`, T.provider, n.name, ""], [`${n.name}-preflight`, T.command, n.name, ""]);
         rows.push([`image-${n.name}`, T.presence, "image", ""]);
     }
     rows.push(["image", T.image, "", ""]);
-    rows.push(
-        ["ray-head", T.rayHead, "", ""],
-        ["ray-head-container", T.container, "ray-head", `${cfg.head.name}-docker`],
-    );
+    rows.push(["ray-head", T.rayHead, "", ""], ["ray-head-container", T.container, "ray-head", `${cfg.head.name}-docker`]);
     for (const w of cfg.workers) {
         rows.push(
             [`ray-worker-${w.name}`, T.rayWorker, "", ""],
@@ -69,6 +60,8 @@ function expectedGraph(cfg: ClusterConfig): [string, string, string, string][] {
     );
     return rows.sort((a, b) => a[0].localeCompare(b[0]));
 }
+
+type Raw = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const runs: Record<string, Run> = {};
 const configs: Record<string, ClusterConfig> = {};
@@ -119,9 +112,7 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
             expect(c.propertyDependencies.command).toEqual(["ray-head-container"]);
             expect(c.inputs.command).toContain(`--address=${cfg.head.fabricIp}:${cfg.ray.gcsPort}`);
             // every other host's copy expects the source host's image ID
-            expect(get(run, `image-${w.name}`).propertyDependencies.expectedId).toEqual([
-                `image-${cfg.image.sourceNode}`,
-            ]);
+            expect(get(run, `image-${w.name}`).propertyDependencies.expectedId).toEqual([`image-${cfg.image.sourceNode}`]);
         }
         for (const n of cfg.nodes) {
             expect(get(run, `image-${n.name}`).propertyDependencies.hostArch).toEqual([`${n.name}-preflight`]);
@@ -320,8 +311,7 @@ describe("local stack targets the simulated hosts", () => {
 });
 
 describe("restart scope: exactly these resources see changed inputs", () => {
-    async function scope(stack: string, mutate: (raw: Record<string, any>) => void) {
-        // eslint-disable-line @typescript-eslint/no-explicit-any
+    async function scope(stack: string, mutate: (raw: Raw) => void) {
         const raw = deepClone(loadStackRaw(stack));
         mutate(raw);
         const next = await runStack(stack, validateConfig(raw));

@@ -1,0 +1,61 @@
+/**
+ * The entrypoint: config read once from the `vllm-cluster` namespace, validated, then the graph. A bad config
+ * throws before any resource is registered.
+ */
+import * as pulumi from "@pulumi/pulumi";
+import { PROJECT, loadStackRaw } from "./harness";
+
+function setStackConfig(raw: Record<string, unknown>): void {
+    const cfg: Record<string, string> = {};
+    for (const [k, v] of Object.entries(raw)) {
+        cfg[`${PROJECT}:${k}`] = typeof v === "string" ? v : JSON.stringify(v);
+    }
+    pulumi.runtime.setAllConfig(cfg);
+}
+
+test("infra/index reads the stack config and exports the outputs", async () => {
+    const names: string[] = [];
+    await pulumi.runtime.setMocks(
+        {
+            newResource: (a) => {
+                names.push(a.name);
+                const state: Record<string, unknown> = { ...a.inputs };
+                if (a.name.endsWith("-preflight")) state.stdout = '{"arch":"x86_64"}';
+                if (a.name.endsWith("-probe")) state.stdout = '{"fingerprint":"f00"}';
+                if (a.type.startsWith("pulumi-nodejs:dynamic")) state.imageId = "sha256:1";
+                if (a.type.startsWith("random:")) state.result = "k";
+                return { id: `${a.name}-id`, state };
+            },
+            call: (a) => a.inputs,
+        },
+        PROJECT,
+        "local",
+        false,
+    );
+    setStackConfig(loadStackRaw("local"));
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const index = require("../../infra/index") as typeof import("../../infra/index");
+    expect(index.servedModelName).toBe("tiny-standin");
+    expect(index.rayDashboard).toBe("ssh -L 8265:127.0.0.1:8265 root@10.231.0.11");
+    const endpoint = await new Promise((r) => index.endpoint.apply(r));
+    expect(endpoint).toBe("http://10.231.0.11:8000/v1");
+    expect(await (index.apiKey as unknown as { isSecret: Promise<boolean> }).isSecret).toBe(true);
+    expect(names).toContain("serve-container");
+});
+
+test("a bad stack config throws, listing problems, before any resource exists", async () => {
+    const names: string[] = [];
+    await pulumi.runtime.setMocks(
+        { newResource: (a) => (names.push(a.name), { id: "x", state: {} }), call: (a) => a.inputs },
+        PROJECT,
+        "bad",
+        false,
+    );
+    const raw = loadStackRaw("local") as { nodes: { fabricIp: string }[] };
+    raw.nodes[1].fabricIp = raw.nodes[0].fabricIp;
+    setStackConfig(raw as unknown as Record<string, unknown>);
+    jest.resetModules();
+    expect(() => jest.requireActual("../../infra/index")).toThrow("nodes[1].fabricIp: 10.232.0.11 is used by nodes[0]");
+    await new Promise((r) => setTimeout(r, 50));
+    expect(names).toEqual([]);
+});
