@@ -95,10 +95,7 @@ function checkContainer(
     if (typeof ssh === "string") {
         const port = asPort(ssh);
         if (port === undefined || port < 1 || port > 65535) {
-            reportViolation(
-                `${who}: label ${LABEL.sshPort}='${ssh}' is not a port in 1..65535. Fix nodes[].sshPort.`,
-                view.urn,
-            );
+            reportViolation(`${who}: label ${LABEL.sshPort}='${ssh}' is not a port in 1..65535. Fix nodes[].sshPort.`, view.urn);
         } else {
             claim(node, port, { what: `the SSH port of node ${node}` });
         }
@@ -108,10 +105,7 @@ function checkContainer(
     if (raw === UNKNOWN || raw === undefined) return;
     const ports = parsePorts(raw);
     if (typeof ports === "string") {
-        reportViolation(
-            `${who}: ${ports}. This label is written by the program: fix the component that sets it.`,
-            view.urn,
-        );
+        reportViolation(`${who}: ${ports}. This label is written by the program: fix the component that sets it.`, view.urn);
         return;
     }
     for (const [name, value] of ports) {

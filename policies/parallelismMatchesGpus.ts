@@ -1,15 +1,6 @@
 import { StackValidationPolicy } from "@pulumi/policy";
 import { argv, findFlag } from "./lib/commandLine";
-import {
-    ContainerView,
-    LABEL,
-    RAY_ROLES,
-    UNKNOWN,
-    describe,
-    label,
-    managedContainers,
-    parseCount,
-} from "./lib/container";
+import { ContainerView, LABEL, RAY_ROLES, UNKNOWN, describe, label, managedContainers, parseCount } from "./lib/container";
 
 type Count = { kind: "value"; value: number } | { kind: "unknown" } | { kind: "invalid"; text: string };
 
@@ -55,10 +46,7 @@ export const parallelismMatchesGpus: StackValidationPolicy = {
             }
             const n = parseCount(raw);
             if (n === undefined) {
-                reportViolation(
-                    `${describe(r)}: label ${LABEL.gpus}='${raw}' is not a GPU count. Fix nodes[].gpus.`,
-                    r.urn,
-                );
+                reportViolation(`${describe(r)}: label ${LABEL.gpus}='${raw}' is not a GPU count. Fix nodes[].gpus.`, r.urn);
                 rayGpus = undefined;
                 continue;
             }
@@ -74,10 +62,7 @@ export const parallelismMatchesGpus: StackValidationPolicy = {
             const pp = parallelism(s, "--pipeline-parallel-size", "-pp");
             for (const p of [tp, pp]) {
                 if (p.kind === "invalid")
-                    reportViolation(
-                        `${who}: ${p.text}. Fix serve.tensorParallelSize / serve.pipelineParallelSize.`,
-                        s.urn,
-                    );
+                    reportViolation(`${who}: ${p.text}. Fix serve.tensorParallelSize / serve.pipelineParallelSize.`, s.urn);
             }
             if (tp.kind !== "value" || pp.kind !== "value") continue;
             const product = tp.value * pp.value;
@@ -86,10 +71,7 @@ export const parallelismMatchesGpus: StackValidationPolicy = {
                 "Set serve.tensorParallelSize x serve.pipelineParallelSize to the cluster's GPU count, or change nodes[].gpus / the node list.";
 
             if (ray.length > 0 && rayGpus !== undefined && product !== rayGpus) {
-                reportViolation(
-                    `${who}: ${shape}, but the Ray containers offer ${rayGpus} GPU(s) (${perNode.join(", ")}). ${fix}`,
-                    s.urn,
-                );
+                reportViolation(`${who}: ${shape}, but the Ray containers offer ${rayGpus} GPU(s) (${perNode.join(", ")}). ${fix}`, s.urn);
             }
             const clusterGpus = label(s, LABEL.clusterGpus);
             if (typeof clusterGpus === "string") {

@@ -33,16 +33,12 @@ export const rayDashboardLoopback: ResourceValidationPolicy = {
         if (flag.kind === "no-value") {
             reportViolation(`${describe(c)}: --dashboard-host has no value. ${FIX}`);
         } else if (flag.kind === "value" && !isLoopback(flag.value)) {
-            reportViolation(
-                `${describe(c)}: ray start --dashboard-host ${flag.value} exposes the Ray dashboard beyond the host. ${FIX}`,
-            );
+            reportViolation(`${describe(c)}: ray start --dashboard-host ${flag.value} exposes the Ray dashboard beyond the host. ${FIX}`);
         }
 
         const labelled = label(c, LABEL.dashboardHost);
         if (typeof labelled === "string" && !isLoopback(labelled)) {
-            reportViolation(
-                `${describe(c)}: label ${LABEL.dashboardHost}='${labelled}' is not a loopback address. ${FIX}`,
-            );
+            reportViolation(`${describe(c)}: label ${LABEL.dashboardHost}='${labelled}' is not a loopback address. ${FIX}`);
         }
     },
 };

@@ -1,15 +1,5 @@
 import { ResourceValidationPolicy } from "@pulumi/policy";
-import {
-    ContainerView,
-    LABEL,
-    Maybe,
-    UNKNOWN,
-    describe,
-    label,
-    managedRole,
-    viewContainer,
-    CONTAINER_TYPE,
-} from "./lib/container";
+import { ContainerView, LABEL, Maybe, UNKNOWN, describe, label, managedRole, viewContainer, CONTAINER_TYPE } from "./lib/container";
 
 /** `--api-key` / `--api_key` as its own word, `--api-key=...`, or inside a shell script string. */
 const API_KEY_FLAG = /(^|[\s"'])--api[-_]key(=|[\s"']|$)/;
@@ -33,9 +23,7 @@ function readOnlyMountAt(c: ContainerView, path: string): Found | "read-write" {
     };
     const candidates: Target[] = [
         ...(Array.isArray(c.mounts) ? c.mounts.map((m): Target => ({ target: m.target, readOnly: m.readOnly })) : []),
-        ...(Array.isArray(c.volumes)
-            ? c.volumes.map((v): Target => ({ target: v.containerPath, readOnly: v.readOnly }))
-            : []),
+        ...(Array.isArray(c.volumes) ? c.volumes.map((v): Target => ({ target: v.containerPath, readOnly: v.readOnly })) : []),
     ];
     let sawUnknown = c.mounts === UNKNOWN || c.volumes === UNKNOWN;
     let readWrite = false;

@@ -21,8 +21,7 @@ export function argv(c: ContainerView): Maybe<(string | Unknown)[]> {
     return words;
 }
 
-export type FlagLookup =
-    { kind: "absent" } | { kind: "unknown" } | { kind: "no-value" } | { kind: "value"; value: string };
+export type FlagLookup = { kind: "absent" } | { kind: "unknown" } | { kind: "no-value" } | { kind: "value"; value: string };
 
 /** vLLM accepts `--gpu_memory_utilization` for `--gpu-memory-utilization`; compare in the dashed form. */
 function normalizeFlag(word: string): string {
@@ -50,8 +49,7 @@ export function findFlag(words: Maybe<(string | Unknown)[]>, ...names: string[])
             if (norm === name) {
                 const next = words[i + 1];
                 if (next === UNKNOWN) found = { kind: "unknown" };
-                else if (next === undefined || (next.startsWith("-") && !/^-\d/.test(next)))
-                    found = { kind: "no-value" };
+                else if (next === undefined || (next.startsWith("-") && !/^-\d/.test(next))) found = { kind: "no-value" };
                 else found = { kind: "value", value: next };
             } else if (norm.startsWith(`${name}=`)) {
                 found = { kind: "value", value: w.slice(w.indexOf("=") + 1) };

@@ -2,8 +2,7 @@ import { gpuContainersHostIpc } from "../../policies/gpuContainersHostIpc";
 import { UNKNOWN, rayHead, rayWorker, runResourcePolicy, serve, withLabel, withProps } from "./util";
 
 type Props = ReturnType<typeof serve>;
-const run = (props: Props, config: object = {}) =>
-    runResourcePolicy(gpuContainersHostIpc, { name: "spark-2-ray-worker", props }, config);
+const run = (props: Props, config: object = {}) => runResourcePolicy(gpuContainersHostIpc, { name: "spark-2-ray-worker", props }, config);
 
 describe("gpu-containers-host-ipc", () => {
     it("accepts host IPC, or a large enough /dev/shm", async () => {
@@ -14,9 +13,7 @@ describe("gpu-containers-host-ipc", () => {
     it("reports a container not on the host network, naming it and the fix", async () => {
         const v = await run(withProps(rayWorker(), { networkMode: "bridge" }));
         expect(v).toHaveLength(1);
-        expect(v[0].message).toContain(
-            "container 'spark-2-ray-worker' (ray-worker, node spark-2): networkMode is bridge",
-        );
+        expect(v[0].message).toContain("container 'spark-2-ray-worker' (ray-worker, node spark-2): networkMode is bridge");
         expect(v[0].message).toContain('Set networkMode: "host"');
         const unset = await run(withProps(serve(), { networkMode: undefined }));
         expect(unset[0].message).toContain("unset (Docker's bridge network)");
@@ -37,11 +34,7 @@ describe("gpu-containers-host-ipc", () => {
     });
 
     it("ignores unmanaged containers", async () => {
-        const foreign = withLabel(
-            withProps(rayWorker(), { networkMode: "bridge", shmSize: 64 }),
-            "vllm-cluster.managed",
-            "false",
-        );
+        const foreign = withLabel(withProps(rayWorker(), { networkMode: "bridge", shmSize: 64 }), "vllm-cluster.managed", "false");
         expect(await run(foreign)).toEqual([]);
     });
 

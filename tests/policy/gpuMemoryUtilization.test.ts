@@ -49,18 +49,12 @@ describe("gpu-memory-utilization", () => {
 
     it("honours configured bounds", async () => {
         expect(await run(withFlag(serve(), "--gpu-memory-utilization", "0.6"), { min: 0.7 })).toHaveLength(1);
-        expect(await run(withFlag(serve(), "--gpu-memory-utilization", "0.93"), { maxUnifiedMemory: 0.93 })).toEqual(
-            [],
-        );
+        expect(await run(withFlag(serve(), "--gpu-memory-utilization", "0.93"), { maxUnifiedMemory: 0.93 })).toEqual([]);
     });
 
     it("ignores Ray containers and unmanaged containers", async () => {
         expect(await runResourcePolicy(gpuMemoryUtilization, { name: "h", props: rayHead() })).toEqual([]);
-        const unmanaged = withLabel(
-            withFlag(serve(), "--gpu-memory-utilization", "0.99"),
-            "vllm-cluster.managed",
-            undefined,
-        );
+        const unmanaged = withLabel(withFlag(serve(), "--gpu-memory-utilization", "0.99"), "vllm-cluster.managed", undefined);
         expect(await run(unmanaged)).toEqual([]);
     });
 
@@ -75,11 +69,7 @@ describe("gpu-memory-utilization", () => {
     });
 
     it("uses the looser bound when the unified-memory label is unknown", async () => {
-        const props = withLabel(
-            withFlag(serve(), "--gpu-memory-utilization", "0.93"),
-            "vllm-cluster.unified-memory",
-            UNKNOWN,
-        );
+        const props = withLabel(withFlag(serve(), "--gpu-memory-utilization", "0.93"), "vllm-cluster.unified-memory", UNKNOWN);
         expect(await run(props)).toEqual([]);
     });
 });

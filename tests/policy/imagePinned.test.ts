@@ -1,8 +1,7 @@
 import { imagePinned, isPinned } from "../../policies/imagePinned";
 import { UNKNOWN, cluster, runStackPolicy, withLabel } from "./util";
 
-const withRef = (ref: string) =>
-    cluster().map((r) => ({ ...r, props: withLabel(r.props as never, "vllm-cluster.image-ref", ref) }));
+const withRef = (ref: string) => cluster().map((r) => ({ ...r, props: withLabel(r.props as never, "vllm-cluster.image-ref", ref) }));
 
 describe("image-pinned (advisory)", () => {
     it("accepts digest references and image IDs", async () => {

@@ -33,10 +33,7 @@ describe("no-port-clash", () => {
     });
 
     it("allows the same port on different nodes", async () => {
-        const stack = [
-            ...cluster(),
-            { name: "spark-2-extra", props: withPorts(rayWorker("spark-2"), { serve: 8001 }) },
-        ];
+        const stack = [...cluster(), { name: "spark-2-extra", props: withPorts(rayWorker("spark-2"), { serve: 8001 }) }];
         expect(await runStackPolicy(noPortClash, stack)).toEqual([]);
     });
 
@@ -53,11 +50,7 @@ describe("no-port-clash", () => {
             expect(v.map((x) => x.message)).toEqual([expect.stringContaining(text)]);
             expect(v[0].urn).toContain("::spark-1-serve");
         }
-        const badSsh = replace(
-            cluster(),
-            "spark-2-ray-worker",
-            withLabel(rayWorker(), "vllm-cluster.ssh-port", "99999"),
-        );
+        const badSsh = replace(cluster(), "spark-2-ray-worker", withLabel(rayWorker(), "vllm-cluster.ssh-port", "99999"));
         expect((await runStackPolicy(noPortClash, badSsh))[0].message).toContain("ssh-port='99999' is not a port");
     });
 

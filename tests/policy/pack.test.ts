@@ -38,11 +38,7 @@ describe("vllm-cluster policy pack", () => {
     it("gives every config property a default", () => {
         for (const p of args.policies) {
             for (const [key, schema] of Object.entries(p.configSchema?.properties ?? {})) {
-                expect([p.name, key, typeof schema === "object" && schema.default !== undefined]).toEqual([
-                    p.name,
-                    key,
-                    true,
-                ]);
+                expect([p.name, key, typeof schema === "object" && schema.default !== undefined]).toEqual([p.name, key, true]);
             }
         }
     });

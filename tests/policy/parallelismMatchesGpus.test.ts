@@ -30,35 +30,21 @@ describe("parallelism-matches-gpus", () => {
     });
 
     it("accepts TP 1 x PP 2 and the short -tp/-pp spellings", async () => {
-        let props = withFlag(
-            withFlag(serve(), "--tensor-parallel-size", undefined),
-            "--pipeline-parallel-size",
-            undefined,
-        );
+        let props = withFlag(withFlag(serve(), "--tensor-parallel-size", undefined), "--pipeline-parallel-size", undefined);
         props.command!.push("-tp", "1", "-pp", "2");
-        props = withLabel(
-            withLabel(props, "vllm-cluster.tensor-parallel-size", "1"),
-            "vllm-cluster.pipeline-parallel-size",
-            "2",
-        );
+        props = withLabel(withLabel(props, "vllm-cluster.tensor-parallel-size", "1"), "vllm-cluster.pipeline-parallel-size", "2");
         expect(await run(withServe(props))).toEqual([]);
     });
 
     it("treats absent flags as vLLM's default of 1", async () => {
-        const props = withFlag(
-            withFlag(serve(), "--tensor-parallel-size", undefined),
-            "--pipeline-parallel-size",
-            undefined,
-        );
+        const props = withFlag(withFlag(serve(), "--tensor-parallel-size", undefined), "--pipeline-parallel-size", undefined);
         const v = await run(withServe(props));
         expect(v.map((x) => x.message)).toContainEqual(expect.stringContaining("= 1, but the Ray containers offer 2"));
     });
 
     it("reports a disagreement with the cluster-gpus label", async () => {
         const v = await run(withServe(withLabel(serve(), "vllm-cluster.cluster-gpus", "3")));
-        expect(v.map((x) => x.message)).toEqual([
-            expect.stringContaining("label vllm-cluster.cluster-gpus says the cluster has 3"),
-        ]);
+        expect(v.map((x) => x.message)).toEqual([expect.stringContaining("label vllm-cluster.cluster-gpus says the cluster has 3")]);
     });
 
     it("reports labels that disagree with the command", async () => {

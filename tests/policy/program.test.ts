@@ -174,9 +174,7 @@ describe("policy pack against the program's container builders", () => {
 
     it("flags an API key passed through serve.extraArgs in vLLM's underscore spelling", async () => {
         // Config validation rejects `--api-key` in extraArgs; vLLM also accepts `--api_key`.
-        const v = await runPack(
-            programStack("r@sha256:" + "e".repeat(64), { extraArgs: ["--api_key=sk-from-config"] }),
-        );
+        const v = await runPack(programStack("r@sha256:" + "e".repeat(64), { extraArgs: ["--api_key=sk-from-config"] }));
         expect(v.map((x) => x.policy)).toEqual(["serve-requires-api-key"]);
     });
 });
@@ -193,9 +191,7 @@ describe("tests/policy/fixtures/Pulumi.policy-bad.yaml", () => {
     it("violates gpu-memory-utilization (mandatory) and image-pinned (advisory) only", async () => {
         const cfg = validateConfig(raw);
         const unified = cfg.nodes.every((n) => n.unifiedMemory);
-        const v = await runPack(
-            programStack(cfg.image.ref, { gpuMemoryUtilization: cfg.serve.gpuMemoryUtilization }, unified),
-        );
+        const v = await runPack(programStack(cfg.image.ref, { gpuMemoryUtilization: cfg.serve.gpuMemoryUtilization }, unified));
         expect(v.map((x) => x.policy).sort()).toEqual(["gpu-memory-utilization", "image-pinned"]);
     });
 });

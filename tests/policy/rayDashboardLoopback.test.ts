@@ -19,9 +19,7 @@ describe("ray-dashboard-loopback", () => {
         for (const host of ["0.0.0.0", "192.168.200.12", "::", "10.1.230.180"]) {
             const v = await run(withDashboardHost(host));
             expect(v).toHaveLength(1);
-            expect(v[0].message).toContain(
-                `container 'spark-1-ray-head' (ray-head, node spark-1): ray start --dashboard-host ${host}`,
-            );
+            expect(v[0].message).toContain(`container 'spark-1-ray-head' (ray-head, node spark-1): ray start --dashboard-host ${host}`);
             expect(v[0].message).toContain("--dashboard-host=127.0.0.1");
         }
     });
@@ -47,9 +45,7 @@ describe("ray-dashboard-loopback", () => {
 
     it("rejects a dashboard-host label that is not loopback", async () => {
         const v = await run(withLabel(rayHead(), "vllm-cluster.dashboard-host", "0.0.0.0"));
-        expect(v.map((x) => x.message)).toEqual([
-            expect.stringContaining("label vllm-cluster.dashboard-host='0.0.0.0'"),
-        ]);
+        expect(v.map((x) => x.message)).toEqual([expect.stringContaining("label vllm-cluster.dashboard-host='0.0.0.0'")]);
     });
 
     it("ignores workers and serve containers", async () => {
@@ -61,9 +57,7 @@ describe("ray-dashboard-loopback", () => {
     it("reports nothing for values not known yet (preview)", async () => {
         expect(await run(withProps(rayHead(), { command: ["start", "--head", UNKNOWN, "--block"] }))).toEqual([]);
         expect(await run(withProps(withDashboardHost("0.0.0.0"), { command: UNKNOWN }))).toEqual([]);
-        expect(await run(withProps(rayHead(), { command: ["start", "--head", "--dashboard-host", UNKNOWN] }))).toEqual(
-            [],
-        );
+        expect(await run(withProps(rayHead(), { command: ["start", "--head", "--dashboard-host", UNKNOWN] }))).toEqual([]);
         expect(await run(withLabel(rayHead(), "vllm-cluster.dashboard-host", UNKNOWN))).toEqual([]);
     });
 });

@@ -14,9 +14,7 @@ describe("serve-requires-api-key", () => {
     it("accepts a read-only mount or a read-only parent directory", async () => {
         const mount = withProps(serve(), {
             volumes: volumesWithoutKey(),
-            mounts: [
-                { type: "bind", source: "/var/lib/vllm-cluster/spark-1/api-key", target: API_KEY_FILE, readOnly: true },
-            ],
+            mounts: [{ type: "bind", source: "/var/lib/vllm-cluster/spark-1/api-key", target: API_KEY_FILE, readOnly: true }],
         });
         expect(await run(mount)).toEqual([]);
         const dir = withProps(serve(), {
@@ -27,9 +25,7 @@ describe("serve-requires-api-key", () => {
 
     it("reports a missing api-key-file label", async () => {
         expect(await messages(withLabel(serve(), "vllm-cluster.api-key-file", undefined))).toEqual([
-            expect.stringContaining(
-                "container 'spark-1-serve' (serve, node spark-1): no label vllm-cluster.api-key-file",
-            ),
+            expect.stringContaining("container 'spark-1-serve' (serve, node spark-1): no label vllm-cluster.api-key-file"),
         ]);
     });
 
@@ -40,9 +36,7 @@ describe("serve-requires-api-key", () => {
         const rw = withProps(serve(), {
             volumes: [...volumesWithoutKey(), { hostPath: "/s", containerPath: API_KEY_FILE }],
         });
-        expect(await messages(rw)).toEqual([
-            expect.stringContaining("is mounted read-write. Mark that mount readOnly: true"),
-        ]);
+        expect(await messages(rw)).toEqual([expect.stringContaining("is mounted read-write. Mark that mount readOnly: true")]);
         const rwMount = withProps(serve(), {
             volumes: volumesWithoutKey(),
             mounts: [{ type: "bind", source: "/s", target: API_KEY_FILE, readOnly: false }],

@@ -106,14 +106,7 @@ export function rayWorker(node = "spark-2"): ContainerProps {
         image: IMAGE_ID,
         labels: labels(nodeLabels("ray-worker", node, {}), {}),
         entrypoints: ["/usr/bin/env"],
-        command: [
-            "ray",
-            "start",
-            "--address=192.168.200.12:6379",
-            "--node-ip-address=192.168.200.13",
-            "--num-gpus=1",
-            "--block",
-        ],
+        command: ["ray", "start", "--address=192.168.200.12:6379", "--node-ip-address=192.168.200.13", "--num-gpus=1", "--block"],
         envs: ["NCCL_SOCKET_IFNAME=enp1s0f1np1", "VLLM_HOST_IP=192.168.200.13"],
         networkMode: "host",
         shmSize: 65536,
@@ -199,10 +192,7 @@ export function withFlag<T extends ContainerProps>(props: T, flag: string, value
 }
 
 /** Copy of `props` with top-level fields replaced; `undefined` removes a field. */
-export function withProps<T extends ContainerProps>(
-    props: T,
-    changes: Partial<Record<keyof ContainerProps, unknown>>,
-): T {
+export function withProps<T extends ContainerProps>(props: T, changes: Partial<Record<keyof ContainerProps, unknown>>): T {
     const copy = clone(props) as Record<string, unknown>;
     for (const [k, v] of Object.entries(changes)) {
         if (v === undefined) delete copy[k];
@@ -272,11 +262,7 @@ export interface Violation {
     urn?: string;
 }
 
-export async function runResourcePolicy(
-    policy: ResourceValidationPolicy,
-    r: NamedResource,
-    config: object = {},
-): Promise<Violation[]> {
+export async function runResourcePolicy(policy: ResourceValidationPolicy, r: NamedResource, config: object = {}): Promise<Violation[]> {
     const violations: Violation[] = [];
     const report: ReportViolation = (message, urn) => violations.push({ message, urn });
     const validations = Array.isArray(policy.validateResource) ? policy.validateResource : [policy.validateResource];
@@ -286,11 +272,7 @@ export async function runResourcePolicy(
     return violations;
 }
 
-export async function runStackPolicy(
-    policy: StackValidationPolicy,
-    resources: NamedResource[],
-    config: object = {},
-): Promise<Violation[]> {
+export async function runStackPolicy(policy: StackValidationPolicy, resources: NamedResource[], config: object = {}): Promise<Violation[]> {
     const violations: Violation[] = [];
     const report: ReportViolation = (message, urn) => violations.push({ message, urn });
     await policy.validateStack(stackArgs(resources, config), report);

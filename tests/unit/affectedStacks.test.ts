@@ -80,11 +80,19 @@ describe("affected-stacks.js against a real git history", () => {
         const base = git("rev-parse", "HEAD");
         write("stacks/Pulumi.spark.yaml", "config: {a: 1}\n");
         git("commit", "-qam", "change spark");
-        const out = execFileSync("node", [script, base, "HEAD"], { cwd: dir, encoding: "utf8", env: { ...process.env, GITOPS_EXCLUDE_STACKS: "local" } });
+        const out = execFileSync("node", [script, base, "HEAD"], {
+            cwd: dir,
+            encoding: "utf8",
+            env: { ...process.env, GITOPS_EXCLUDE_STACKS: "local" },
+        });
         expect(JSON.parse(out).stacks).toEqual(["spark"]);
         write("components/a.ts", "export const x = 1;\n");
         git("commit", "-qam", "change program");
-        const all = execFileSync("node", [script, base, "HEAD"], { cwd: dir, encoding: "utf8", env: { ...process.env, GITOPS_EXCLUDE_STACKS: "" } });
+        const all = execFileSync("node", [script, base, "HEAD"], {
+            cwd: dir,
+            encoding: "utf8",
+            env: { ...process.env, GITOPS_EXCLUDE_STACKS: "" },
+        });
         expect(JSON.parse(all).stacks).toEqual(["local", "spark"]);
     });
 
