@@ -14,6 +14,12 @@ export interface RayWorkerArgs {
     stack: string;
     /** The head's `<fabric IP>:<gcs port>` output: the worker starts after the head container exists. */
     headAddress: pulumi.Input<string>;
+    /**
+     * The head container's ID. A worker holds connections into the head's Ray session; when the head is
+     * replaced the worker must be replaced too, so the ID is carried as a label (container labels force a new
+     * container).
+     */
+    headContainerId: pulumi.Input<string>;
     objectStoreMemoryBytes?: number;
     model: { hostPath: string; containerPath: string };
     shmSize?: string;
@@ -46,6 +52,7 @@ export class RayWorker extends pulumi.ComponentResource {
                     imageRef: args.imageRef,
                     ports: {},
                 }),
+                dynamicLabels: [{ label: "vllm-cluster.head-container-id", value: args.headContainerId }],
                 volumes: [modelVolume(args.model.hostPath, args.model.containerPath)],
                 shmSize: args.shmSize,
                 maxRestarts: args.maxRestarts,

@@ -1,9 +1,18 @@
 import * as pulumi from "@pulumi/pulumi";
-import { loadConfig } from "./config";
+import { ClusterConfig, loadConfig } from "./config";
 import { buildCluster } from "./program";
 
-// Validation throws (listing every problem) before any resource is registered.
-const cluster = buildCluster(loadConfig(), pulumi.getStack());
+// Validation throws (listing every problem) before any resource is registered. A RunError prints just the message
+// (which names each offending key), not a stack trace into the program's internals.
+function validatedConfig(): ClusterConfig {
+    try {
+        return loadConfig();
+    } catch (e) {
+        throw new pulumi.RunError(e instanceof Error ? e.message : String(e));
+    }
+}
+
+const cluster = buildCluster(validatedConfig(), pulumi.getStack());
 
 export const endpoint = cluster.endpoint;
 export const servedModelName = cluster.servedModelName;

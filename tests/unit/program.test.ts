@@ -110,6 +110,7 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
             const c = get(run, `ray-worker-${w.name}-container`);
             expect(c.propertyDependencies.image).toEqual([`image-${w.name}`]);
             expect(c.propertyDependencies.command).toEqual(["ray-head-container"]);
+            expect(c.propertyDependencies.labels).toEqual(["ray-head-container"]);
             expect(c.inputs.command).toContain(`--address=${cfg.head.fabricIp}:${cfg.ray.gcsPort}`);
             // every other host's copy expects the source host's image ID
             expect(get(run, `image-${w.name}`).propertyDependencies.expectedId).toEqual([`image-${cfg.image.sourceNode}`]);
@@ -343,6 +344,14 @@ describe("restart scope: exactly these resources see changed inputs", () => {
                 "serve-container",
                 "serve-readiness",
             ],
+        });
+    });
+
+    test("head replaced (a Ray head setting): workers follow it, cluster re-checked, serve restarts", async () => {
+        expect(await scope("spark", (r) => (r.ray.dashboardPort = 8266))).toEqual({
+            added: [],
+            removed: [],
+            changed: ["cluster-ready-probe", "ray-head-container", "ray-worker-spark-2-container", "serve-container", "serve-readiness"],
         });
     });
 
