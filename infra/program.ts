@@ -62,6 +62,7 @@ export function buildCluster(cfg: ClusterConfig, stack: string): ClusterOutputs 
                 host: host(w.name),
                 imageId: image.imageIds[w.name],
                 headAddress: rayHead.address,
+                headContainerId: rayHead.container.id,
             }),
     );
 
