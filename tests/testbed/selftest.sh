@@ -131,6 +131,9 @@ id2="$(on 2 docker info -f '{{.ID}} {{.DockerRootDir}}' || true)"
 expect "spark-1's docker info comes from its own engine" test "${id1#* }" == "$STATE/hosts/spark-1/docker"
 expect "spark-2's docker info comes from its own engine" test "${id2#* }" == "$STATE/hosts/spark-2/docker"
 expect "engine IDs differ" test -n "${id1%% *}" -a "${id1%% *}" != "${id2%% *}"
+# The docker provider's ssh:// transport runs `docker system dial-stdio` remotely; it must reach the host's engine.
+expect "ssh:// transport: dial-stdio reaches spark-2's engine" bash -c "printf 'GET /_ping HTTP/1.0\r\n\r\n' |
+  timeout 20 ssh $(ssh_base) root@$(mgmt_ip 2) docker system dial-stdio | grep -q '^HTTP/1.0 200'"
 expect "a host container sees only that host's addresses" bash -c "
   out=\$(ssh $(ssh_base) root@$(mgmt_ip 1) docker run --rm --network host $IMAGE ip -4 -o addr show)
   grep -q 10.232.0.11/24 <<<\"\$out\" && ! grep -q 10.232.0.12 <<<\"\$out\""
