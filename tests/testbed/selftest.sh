@@ -81,6 +81,7 @@ summary() {
     say "cleanup after an early exit: testbed down"
     "$TB" down >/dev/null 2>&1 || say "cleanup: testbed down failed (run '$TB down' by hand)"
   fi
+  [[ $KEEP == 1 ]] || rm -rf "$WORK"
   echo
   say "timings:"
   printf '  %s\n' "${TIMINGS[@]}" "total: $((SECONDS - T_START))s"
