@@ -565,6 +565,15 @@ export function apiKeyRemoveScript(stateDir: string, node: string): string {
     return `rm -f ${shellQuote(apiKeyHostPath(stateDir, node))}`;
 }
 
+/** Local command installing the key on the node; the key is its stdin. */
+export function apiKeyInstallCommand(t: SshTarget, stateDir: string, node: string): string {
+    return remoteScriptCommand(t, `api key install on node ${node}`, apiKeyInstallScript(stateDir, node));
+}
+
+export function apiKeyRemoveCommand(t: SshTarget, stateDir: string, node: string): string {
+    return remoteScriptCommand(t, `api key removal on node ${node}`, apiKeyRemoveScript(stateDir, node));
+}
+
 export interface ServeReadinessSpec {
     node: string;
     port: number;
@@ -573,6 +582,16 @@ export interface ServeReadinessSpec {
     timeoutSeconds: number;
     /** Seconds between /health polls. */
     intervalSeconds?: number;
+}
+
+/** The readiness check for serve on `node`: its port and model name, the key file the install wrote. */
+export function serveReadinessSpec(
+    node: string,
+    serve: Pick<ServeSpec, "port" | "servedName">,
+    stateDir: string,
+    timeoutSeconds: number,
+): ServeReadinessSpec {
+    return { node, port: serve.port, servedName: serve.servedName, apiKeyFile: apiKeyHostPath(stateDir, node), timeoutSeconds };
 }
 
 /**

@@ -1,6 +1,30 @@
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
-import { NodeSpec, labelList, shmSizeMb } from "./commands";
+import {
+    API_KEY_CONTAINER_PATH,
+    DASHBOARD_HOST,
+    LABEL_PREFIX,
+    NodeSpec,
+    RAY_ENTRYPOINT,
+    RAY_HEAD_CONTAINER,
+    RAY_SESSION_CONTAINER_DIR,
+    RAY_WORKER_CONTAINER,
+    RayPorts,
+    SERVE_CONTAINER,
+    SERVE_ENTRYPOINT,
+    ServeSpec,
+    apiKeyHostPath,
+    containerLabels,
+    labelList,
+    nodeEnv,
+    rayHeadCommand,
+    rayHeadPortsLabel,
+    rayWorkerCommand,
+    raySessionHostDir,
+    serveCommand,
+    serveEnv,
+    shmSizeMb,
+} from "./commands";
 
 /** What every project container shares; role-specific parts are passed in. */
 export interface BaseContainerInputs {
@@ -47,4 +71,127 @@ export function baseContainerArgs(c: BaseContainerInputs): docker.ContainerArgs 
 
 export function modelVolume(hostPath: string, containerPath: string): docker.types.input.ContainerVolume {
     return { hostPath, containerPath, readOnly: true };
+}
+
+/**
+ * Applies `f` to a value that is plain (a resolved value) or deferred (an Output or Promise from the graph).
+ * Plain in, plain out, synchronously and without the Pulumi runtime: so the container-args builders below are
+ * pure functions of resolved values, while the components hand them Outputs and keep per-property dependencies.
+ */
+export function mapInput<T, U>(v: pulumi.Input<T>, f: (t: T) => U): pulumi.Input<U> {
+    if (pulumi.Output.isInstance(v) || v instanceof Promise) {
+        return pulumi.output(v).apply((t) => f(t as T));
+    }
+    return f(v as T);
+}
+
+/** What every role's container takes from the config (plain) plus the image ID on its host (deploy-time). */
+export interface ContainerParams {
+    node: NodeSpec;
+    /** Image ID on this host (ImagePresence output). */
+    imageId: pulumi.Input<string>;
+    /** Configured image reference (label only). */
+    imageRef: string;
+    stack: string;
+    model: { hostPath: string; containerPath: string };
+    shmSize?: string;
+    maxRestarts: number;
+}
+
+export interface RayHeadContainerParams extends ContainerParams {
+    ports: RayPorts;
+    objectStoreMemoryBytes?: number;
+    stateDir: string;
+}
+
+/** The Ray head container: bound to the head's fabric IP, dashboard on loopback, Ray session dir on the host. */
+export function rayHeadContainerArgs(p: RayHeadContainerParams): docker.ContainerArgs {
+    return baseContainerArgs({
+        containerName: RAY_HEAD_CONTAINER,
+        node: p.node,
+        imageId: p.imageId,
+        entrypoints: RAY_ENTRYPOINT,
+        command: rayHeadCommand({ node: p.node, ports: p.ports, objectStoreMemoryBytes: p.objectStoreMemoryBytes }),
+        envs: nodeEnv(p.node),
+        labels: containerLabels(
+            { stack: p.stack, role: "ray-head", node: p.node, imageRef: p.imageRef, ports: rayHeadPortsLabel(p.ports) },
+            { "dashboard-host": DASHBOARD_HOST },
+        ),
+        volumes: [
+            modelVolume(p.model.hostPath, p.model.containerPath),
+            { hostPath: raySessionHostDir(p.stateDir, p.node.name), containerPath: RAY_SESSION_CONTAINER_DIR },
+        ],
+        shmSize: p.shmSize,
+        maxRestarts: p.maxRestarts,
+    });
+}
+
+export interface RayWorkerContainerParams extends ContainerParams {
+    /** The head's `<fabric IP>:<gcs port>` (deploy-time: known once the head container exists). */
+    headAddress: pulumi.Input<string>;
+    /** The head container's ID, carried as a label so a replaced head replaces its workers. */
+    headContainerId: pulumi.Input<string>;
+    objectStoreMemoryBytes?: number;
+}
+
+/** A Ray worker container joining the head over the fabric with its own fabric IP. */
+export function rayWorkerContainerArgs(p: RayWorkerContainerParams): docker.ContainerArgs {
+    return baseContainerArgs({
+        containerName: RAY_WORKER_CONTAINER,
+        node: p.node,
+        imageId: p.imageId,
+        entrypoints: RAY_ENTRYPOINT,
+        command: mapInput(p.headAddress, (headAddress) =>
+            rayWorkerCommand({ node: p.node, headAddress, objectStoreMemoryBytes: p.objectStoreMemoryBytes }),
+        ),
+        envs: nodeEnv(p.node),
+        labels: containerLabels({ stack: p.stack, role: "ray-worker", node: p.node, imageRef: p.imageRef, ports: {} }),
+        dynamicLabels: [{ label: `${LABEL_PREFIX}head-container-id`, value: p.headContainerId }],
+        volumes: [modelVolume(p.model.hostPath, p.model.containerPath)],
+        shmSize: p.shmSize,
+        maxRestarts: p.maxRestarts,
+    });
+}
+
+export interface ServeContainerParams extends ContainerParams {
+    serve: ServeSpec;
+    stateDir: string;
+    /** Ray head address `<fabric IP>:<gcs port>` (deploy-time). */
+    rayAddress: pulumi.Input<string>;
+    /** ClusterReady's fingerprint (deploy-time): a re-formed Ray cluster restarts serve. */
+    clusterFingerprint: pulumi.Input<string>;
+    /** Total GPUs of all nodes (label). */
+    clusterGpus: number;
+}
+
+/**
+ * vllm serve on the head: the key is read from the read-only mounted file by the entrypoint (never in Cmd, Env
+ * or labels), and the Ray session dir is shared with the head container.
+ */
+export function serveContainerArgs(p: ServeContainerParams): docker.ContainerArgs {
+    return baseContainerArgs({
+        containerName: SERVE_CONTAINER,
+        node: p.node,
+        imageId: p.imageId,
+        entrypoints: SERVE_ENTRYPOINT,
+        command: serveCommand(p.serve),
+        envs: mapInput(p.rayAddress, (addr) => serveEnv(p.node, addr)),
+        labels: containerLabels(
+            { stack: p.stack, role: "serve", node: p.node, imageRef: p.imageRef, ports: { serve: p.serve.port } },
+            {
+                "tensor-parallel-size": String(p.serve.tensorParallelSize),
+                "pipeline-parallel-size": String(p.serve.pipelineParallelSize),
+                "cluster-gpus": String(p.clusterGpus),
+                "api-key-file": API_KEY_CONTAINER_PATH,
+            },
+        ),
+        dynamicLabels: [{ label: `${LABEL_PREFIX}cluster-fingerprint`, value: p.clusterFingerprint }],
+        volumes: [
+            modelVolume(p.model.hostPath, p.serve.modelContainerPath),
+            { hostPath: apiKeyHostPath(p.stateDir, p.node.name), containerPath: API_KEY_CONTAINER_PATH, readOnly: true },
+            { hostPath: raySessionHostDir(p.stateDir, p.node.name), containerPath: RAY_SESSION_CONTAINER_DIR },
+        ],
+        shmSize: p.shmSize,
+        maxRestarts: p.maxRestarts,
+    });
 }

@@ -1,6 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
-import { ImageOrigin, imageEnsureScript, imageInspectScript } from "./commands";
-import { ImagePresence } from "./imageProvider";
+import { ImageOrigin, SshTarget, imageEnsureScript, imageInspectScript } from "./commands";
+import { ImagePresence, ImagePresenceInputs } from "./imageProvider";
 import { SparkNode } from "./sparkNode";
 
 export interface ImageDistributionArgs {
@@ -12,6 +12,40 @@ export interface ImageDistributionArgs {
     sourceNode?: string;
     /** Every node that must run the image. */
     nodes: SparkNode[];
+}
+
+/** Where the image comes from, for the ensure scripts (source=host: the source node reached over ssh). */
+export function imageOrigin(
+    source: ImageDistributionArgs["source"],
+    sourceNode: string | undefined,
+    nodes: { name: string; ssh: SshTarget }[],
+): ImageOrigin {
+    if (source !== "host") {
+        return { kind: source };
+    }
+    const src = nodes.find((n) => n.name === sourceNode);
+    if (!src) {
+        throw new Error(`image source node ${JSON.stringify(sourceNode)} is not one of the nodes`);
+    }
+    return { kind: "host", node: src.name, target: src.ssh };
+}
+
+/** Inputs of the ImagePresence for one node: the scripts that make `ref` present there and read its ID. */
+export function imagePresenceInputs(
+    origin: ImageOrigin,
+    node: { name: string; ssh: SshTarget },
+    ref: string,
+    expectedId: pulumi.Input<string> | undefined,
+    hostArch: pulumi.Input<string> | undefined,
+): ImagePresenceInputs {
+    return {
+        node: node.name,
+        ref,
+        ensureScript: imageEnsureScript(origin, node.ssh, node.name, ref),
+        inspectScript: imageInspectScript(node.ssh, ref),
+        expectedId,
+        hostArch,
+    };
 }
 
 /**
@@ -26,29 +60,19 @@ export class ImageDistribution extends pulumi.ComponentResource {
     constructor(name: string, args: ImageDistributionArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-cluster:index:ImageDistribution", name, {}, opts);
 
+        const all = args.nodes.map((n) => ({ name: n.node.name, ssh: n.ssh }));
         let origin: ImageOrigin;
-        let sourceNode: SparkNode | undefined;
-        if (args.source === "host") {
-            sourceNode = args.nodes.find((n) => n.node.name === args.sourceNode);
-            if (!sourceNode) {
-                throw new Error(`${name}: image source node ${JSON.stringify(args.sourceNode)} is not one of the nodes`);
-            }
-            origin = { kind: "host", node: sourceNode.node.name, target: sourceNode.ssh };
-        } else {
-            origin = { kind: args.source };
+        try {
+            origin = imageOrigin(args.source, args.sourceNode, all);
+        } catch (e) {
+            throw new Error(`${name}: ${(e as Error).message}`);
         }
+        const sourceNode = origin.kind === "host" ? args.nodes.find((n) => n.node.name === args.sourceNode) : undefined;
 
         const presence = (n: SparkNode, expectedId?: pulumi.Input<string>) =>
             new ImagePresence(
                 `${name}-${n.node.name}`,
-                {
-                    node: n.node.name,
-                    ref: args.ref,
-                    ensureScript: imageEnsureScript(origin, n.ssh, n.node.name, args.ref),
-                    inspectScript: imageInspectScript(n.ssh, args.ref),
-                    expectedId,
-                    hostArch: n.arch,
-                },
+                imagePresenceInputs(origin, { name: n.node.name, ssh: n.ssh }, args.ref, expectedId, n.arch),
                 { parent: this },
             );
 

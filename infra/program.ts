@@ -1,13 +1,14 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as random from "@pulumi/random";
 import { ClusterReady } from "../components/clusterReady";
-import { dashboardTunnelHint, sshTargetOf } from "../components/commands";
+import { ClusterReadySpec, SshTarget, dashboardTunnelHint, sshTargetOf } from "../components/commands";
+import { RayHeadContainerParams, RayWorkerContainerParams, ServeContainerParams } from "../components/containerArgs";
 import { ImageDistribution } from "../components/imageDistribution";
 import { RayHead } from "../components/rayHead";
 import { RayWorker } from "../components/rayWorker";
 import { SparkNode } from "../components/sparkNode";
 import { VllmServe } from "../components/vllmServe";
-import { ClusterConfig } from "./config";
+import { ClusterConfig, NodeConfig } from "./config";
 
 export interface ClusterOutputs {
     endpoint: pulumi.Output<string>;
@@ -19,94 +20,119 @@ export interface ClusterOutputs {
 }
 
 /**
+ * Everything the graph takes from the config, as plain values per step; only the values a step learns at deploy
+ * time (image IDs, the head's address and container ID, the cluster fingerprint, the API key) are left out.
+ * buildCluster wires these through Outputs; anything else that runs the same steps uses the same plan.
+ */
+export interface ClusterPlan {
+    stack: string;
+    nodes: { node: NodeConfig; ssh: SshTarget }[];
+    stateDir: string;
+    image: { ref: string; source: ClusterConfig["image"]["source"]; sourceNode?: string };
+    rayHead: Omit<RayHeadContainerParams, "imageId">;
+    /** The head's `<fabric IP>:<gcs port>` (the graph hands it on only once the head container exists). */
+    headAddress: string;
+    workers: Omit<RayWorkerContainerParams, "imageId" | "headAddress" | "headContainerId">[];
+    clusterReady: Omit<ClusterReadySpec, "address">;
+    serve: Omit<ServeContainerParams, "imageId" | "rayAddress" | "clusterFingerprint"> & { readyTimeoutSeconds: number };
+    /** Length of the generated API key (letters and digits). */
+    apiKeyLength: number;
+}
+
+export function planCluster(cfg: ClusterConfig, stack: string): ClusterPlan {
+    const common = {
+        imageRef: cfg.image.ref,
+        stack,
+        model: { hostPath: cfg.model.hostPath, containerPath: cfg.model.containerPath },
+        shmSize: cfg.serve.shmSize,
+        maxRestarts: cfg.serve.maxRestarts,
+    };
+    const ports = { gcsPort: cfg.ray.gcsPort, dashboardPort: cfg.ray.dashboardPort, clientPort: cfg.ray.clientPort };
+    return {
+        stack,
+        nodes: cfg.nodes.map((n) => ({ node: n, ssh: sshTargetOf(n, cfg.ssh) })),
+        stateDir: cfg.stateDir,
+        image: { ref: cfg.image.ref, source: cfg.image.source, sourceNode: cfg.image.sourceNode },
+        rayHead: { ...common, node: cfg.head, ports, objectStoreMemoryBytes: cfg.ray.objectStoreMemoryBytes, stateDir: cfg.stateDir },
+        headAddress: `${cfg.head.fabricIp}:${cfg.ray.gcsPort}`,
+        workers: cfg.workers.map((w) => ({ ...common, node: w, objectStoreMemoryBytes: cfg.ray.objectStoreMemoryBytes })),
+        clusterReady: {
+            nodes: cfg.nodes.map((n) => ({ name: n.name, fabricIp: n.fabricIp, sshHost: n.sshHost })),
+            gpus: cfg.totalGpus,
+            timeoutSeconds: cfg.ray.readyTimeoutSeconds,
+        },
+        serve: {
+            ...common,
+            node: cfg.head,
+            serve: {
+                modelContainerPath: cfg.model.containerPath,
+                servedName: cfg.model.servedName,
+                host: cfg.serve.host,
+                port: cfg.serve.port,
+                tensorParallelSize: cfg.serve.tensorParallelSize,
+                pipelineParallelSize: cfg.serve.pipelineParallelSize,
+                gpuMemoryUtilization: cfg.serve.gpuMemoryUtilization,
+                maxModelLen: cfg.serve.maxModelLen,
+                reasoningParser: cfg.serve.reasoningParser,
+                toolCallParser: cfg.serve.toolCallParser,
+                enableAutoToolChoice: cfg.serve.enableAutoToolChoice,
+                trustRemoteCode: cfg.serve.trustRemoteCode,
+                loadFormat: cfg.serve.loadFormat,
+                extraArgs: cfg.serve.extraArgs,
+            },
+            stateDir: cfg.stateDir,
+            clusterGpus: cfg.totalGpus,
+            readyTimeoutSeconds: cfg.serve.readyTimeoutSeconds,
+        },
+        apiKeyLength: 48,
+    };
+}
+
+/**
  * Builds the whole resource graph from a validated config. Ordering comes from data: image IDs into containers,
  * the head's address into workers, container IDs into the readiness probe, its fingerprint into serve.
  */
 export function buildCluster(cfg: ClusterConfig, stack: string): ClusterOutputs {
+    const plan = planCluster(cfg, stack);
     const hosts = new Map<string, SparkNode>();
-    for (const n of cfg.nodes) {
-        hosts.set(n.name, new SparkNode(n.name, { node: n, ssh: sshTargetOf(n, cfg.ssh), stateDir: cfg.stateDir }));
+    for (const { node, ssh } of plan.nodes) {
+        hosts.set(node.name, new SparkNode(node.name, { node, ssh, stateDir: plan.stateDir }));
     }
     const host = (name: string): SparkNode => hosts.get(name)!;
     const head = host(cfg.head.name);
 
-    const image = new ImageDistribution("image", {
-        ref: cfg.image.ref,
-        source: cfg.image.source,
-        sourceNode: cfg.image.sourceNode,
-        nodes: [...hosts.values()],
-    });
+    const image = new ImageDistribution("image", { ...plan.image, nodes: [...hosts.values()] });
 
-    const model = { hostPath: cfg.model.hostPath, containerPath: cfg.model.containerPath };
-    const common = {
-        imageRef: cfg.image.ref,
-        stack,
-        objectStoreMemoryBytes: cfg.ray.objectStoreMemoryBytes,
-        model,
-        shmSize: cfg.serve.shmSize,
-        maxRestarts: cfg.serve.maxRestarts,
-    };
+    // The plan's node facts are the hosts' own; components take them from their host.
+    const rayHead = new RayHead("ray-head", { ...plan.rayHead, host: head, imageId: image.imageIds[cfg.head.name] });
 
-    const rayHead = new RayHead("ray-head", {
-        ...common,
-        host: head,
-        imageId: image.imageIds[cfg.head.name],
-        ports: { gcsPort: cfg.ray.gcsPort, dashboardPort: cfg.ray.dashboardPort, clientPort: cfg.ray.clientPort },
-        stateDir: cfg.stateDir,
-    });
-
-    const workers = cfg.workers.map(
+    const workers = plan.workers.map(
         (w) =>
-            new RayWorker(`ray-worker-${w.name}`, {
-                ...common,
-                host: host(w.name),
-                imageId: image.imageIds[w.name],
+            new RayWorker(`ray-worker-${w.node.name}`, {
+                ...w,
+                host: host(w.node.name),
+                imageId: image.imageIds[w.node.name],
                 headAddress: rayHead.address,
                 headContainerId: rayHead.container.id,
             }),
     );
 
     const ready = new ClusterReady("cluster-ready", {
+        ...plan.clusterReady,
         head,
         address: rayHead.address,
-        nodes: cfg.nodes.map((n) => ({ name: n.name, fabricIp: n.fabricIp, sshHost: n.sshHost })),
-        gpus: cfg.totalGpus,
-        timeoutSeconds: cfg.ray.readyTimeoutSeconds,
         containerIds: [rayHead.container.id, ...workers.map((w) => w.container.id)],
     });
 
-    const apiKey = new random.RandomPassword("api-key", { length: 48, special: false });
+    const apiKey = new random.RandomPassword("api-key", { length: plan.apiKeyLength, special: false });
 
     const serve = new VllmServe("serve", {
+        ...plan.serve,
         head,
         imageId: image.imageIds[cfg.head.name],
-        imageRef: cfg.image.ref,
-        stack,
-        serve: {
-            modelContainerPath: cfg.model.containerPath,
-            servedName: cfg.model.servedName,
-            host: cfg.serve.host,
-            port: cfg.serve.port,
-            tensorParallelSize: cfg.serve.tensorParallelSize,
-            pipelineParallelSize: cfg.serve.pipelineParallelSize,
-            gpuMemoryUtilization: cfg.serve.gpuMemoryUtilization,
-            maxModelLen: cfg.serve.maxModelLen,
-            reasoningParser: cfg.serve.reasoningParser,
-            toolCallParser: cfg.serve.toolCallParser,
-            enableAutoToolChoice: cfg.serve.enableAutoToolChoice,
-            trustRemoteCode: cfg.serve.trustRemoteCode,
-            loadFormat: cfg.serve.loadFormat,
-            extraArgs: cfg.serve.extraArgs,
-        },
-        modelHostPath: cfg.model.hostPath,
-        stateDir: cfg.stateDir,
         rayAddress: rayHead.address,
         clusterFingerprint: ready.fingerprint,
-        clusterGpus: cfg.totalGpus,
         apiKey: apiKey.result,
-        shmSize: cfg.serve.shmSize,
-        maxRestarts: cfg.serve.maxRestarts,
-        readyTimeoutSeconds: cfg.serve.readyTimeoutSeconds,
     });
 
     return {
