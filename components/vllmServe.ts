@@ -13,6 +13,11 @@ export interface VllmServeArgs extends Omit<ServeContainerParams, "node"> {
     readyTimeoutSeconds: number;
 }
 
+/** The OpenAI-compatible base URL operators use: the head's SSH address and the serve port. */
+export function serveEndpointUrl(sshHost: string, port: number): string {
+    return `http://${sshHost}:${port}/v1`;
+}
+
 /**
  * vllm serve as a docker container on the head (so refresh sees it die, destroy stops it, restarts are bounded),
  * the API key file it reads, and a readiness check: /health then one real chat completion with the key.
@@ -57,7 +62,7 @@ export class VllmServe extends pulumi.ComponentResource {
             { parent: this },
         );
 
-        const url = `http://${node.sshHost}:${args.serve.port}/v1`;
+        const url = serveEndpointUrl(node.sshHost, args.serve.port);
         this.endpoint = this.readiness.stdout.apply(() => url);
 
         this.registerOutputs({ endpoint: this.endpoint });
