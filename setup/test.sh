@@ -77,7 +77,7 @@ stage "unit and policy tests (jest, Pulumi mocks)" unit_tests
 if ((fast == 0)); then
   stage "Pulumi toolchain (real CLI lifecycle)" toolchain
   stage "simulated hosts self-test (real SSH, Docker, Ray)" testbed_selftest
-  for t in tests/integration/run.sh tests/e2e/run.sh; do
+  for t in tests/integration/run.sh tests/e2e/run.sh tests/e2e/policy.sh tests/gitops/preview-local.sh; do
     [[ -f "$t" ]] && stage "$(sed -n 's/^# stage: //p' "$t" | head -n 1)" bash "$t"
   done
 fi

@@ -16,7 +16,6 @@ if [[ ! -f "stacks/Pulumi.$stack.yaml" ]]; then
   exit 2
 fi
 [[ -d node_modules ]] || npm ci --no-audit --no-fund
-[[ -d policies/node_modules ]] || npm ci --prefix policies --no-audit --no-fund
 
 pulumi stack select "$stack" --create --non-interactive >/dev/null
 log=$(mktemp)
