@@ -166,8 +166,10 @@ export interface UpResult {
     report: ClusterReport;
     containerIds: Record<string, string>;
     imageIds: Record<string, string>;
-    /** Seconds per step that did work. */
+    /** Seconds per step (steps with unchanged inputs take only their checks). */
     timings: Record<string, number>;
+    /** The steps that did work in this run (created, replaced, updated or re-ran), in order. */
+    changed: string[];
 }
 
 const ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -175,6 +177,7 @@ const ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 export class DirectDriver {
     public readonly plan: ClusterPlan;
     private state: DriverState;
+    private changed: string[] = [];
 
     constructor(
         public readonly cfg: ClusterConfig,
@@ -257,6 +260,7 @@ export class DirectDriver {
                 this.log(`image ${this.plan.image.ref} on ${n.name}: update`);
                 outs = (await withTimeout(p.update!(id, olds, news), 900_000, `image on ${n.name}`)).outs as Record<string, unknown>;
             }
+            this.changed.push(`image-${n.name}`);
             this.state.images[n.name] = outs;
             this.save();
             return outs.imageId as string;
@@ -320,6 +324,7 @@ export class DirectDriver {
             const logs = await dockerOn(t, ["logs", "--tail", "30", name]);
             throw new Error(`${name} on ${node} is not running after create:\n${(logs.stdout + logs.stderr).trim()}`);
         }
+        this.changed.push(key);
         this.state.containers[key] = { node, name, id, inputs };
         this.save();
         return id;
@@ -331,6 +336,7 @@ export class DirectDriver {
             return this.state.probe.report;
         }
         const report = await this.probe(timeoutSeconds);
+        this.changed.push("cluster-ready");
         this.state.probe = { triggers: containerIds, report };
         this.save();
         return report;
@@ -350,6 +356,7 @@ export class DirectDriver {
     /** Runs every step in the graph's order; steps whose inputs did not change do nothing. */
     async up(): Promise<UpResult> {
         const timings: Record<string, number> = {};
+        this.changed = [];
         const step = async <T>(name: string, f: () => Promise<T>): Promise<T> => {
             const t0 = Date.now();
             const r = await f();
@@ -398,6 +405,7 @@ export class DirectDriver {
                     runShell(apiKeyInstallCommand(this.target(head), this.plan.stateDir, head), { stdin: apiKey, timeoutMs: 60_000 }),
                 ),
             );
+            this.changed.push("api-key");
             this.state.apiKeyInstalled = true;
             this.save();
         }
@@ -422,11 +430,21 @@ export class DirectDriver {
                     runShell(serveReadinessCommand(this.target(head), spec), { timeoutMs: (spec.timeoutSeconds + 60) * 1000 }),
                 ),
             );
+            this.changed.push("readiness");
             this.state.readiness = { trigger: ids.serve };
             this.save();
         }
         const endpoint = serveEndpointUrl(this.cfg.head.sshHost, this.plan.serve.serve.port);
-        return { endpoint, apiKey, fingerprint: report.fingerprint, report, containerIds: ids, imageIds, timings };
+        return {
+            endpoint,
+            apiKey,
+            fingerprint: report.fingerprint,
+            report,
+            containerIds: ids,
+            imageIds,
+            timings,
+            changed: [...this.changed],
+        };
     }
 
     /** Removes every container of this stack on every node by label (serve, workers, head), then the key file. */
@@ -513,6 +531,7 @@ async function main(argv: string[]): Promise<number> {
                 clusterFingerprint: r.fingerprint,
                 nodes: r.report.nodes,
                 upSeconds: Number(took),
+                changed: r.changed,
                 timings: r.timings,
             },
             null,
