@@ -12,7 +12,7 @@
 # tests may be using) nor taken down here.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$root"
+cd "$root" || exit 1
 
 if [[ $(id -u) != 0 ]]; then
   echo "integration: BLOCKED: the simulated hosts need root (network namespaces, dockerd per host)" >&2
