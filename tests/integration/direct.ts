@@ -16,8 +16,8 @@
  *
  * All values come from planCluster(cfg, stack), the same plan buildCluster wires through Outputs. Like the engine
  * it keeps a state file (what it created, with the inputs), replaces a container whose args changed (delete
- * before replace), re-runs a command whose triggers changed, and notices a container that is gone or not the one
- * it created (as `pulumi up --refresh` would). `destroy` removes the project's containers by label.
+ * before replace), re-runs a command whose triggers changed, and, as `pulumi up --refresh` would, notices an
+ * image or a container that is gone or not the one it created. `destroy` removes the project's containers by label.
  *
  *   node direct.js up   --stack local [--stack-file F] [--state F] [--key-file F]
  *   node direct.js down --stack local [--stack-file F] [--state F]
@@ -245,9 +245,12 @@ export class DirectDriver {
                 this.state.facts[n.name]?.arch,
             ) as unknown as Record<string, unknown>;
             news.imageId = undefined;
-            const olds = this.state.images[n.name];
             const id = `${n.name}/${this.plan.image.ref}`;
             const p = imagePresenceProvider;
+            // refresh first (the provider's read), as `pulumi up --refresh` would: a host that lost the image
+            // (e.g. a re-created testbed) then shows up in the diff
+            const recorded = this.state.images[n.name];
+            const olds = recorded ? ((await p.read!(id, recorded)).props as Record<string, unknown>) : undefined;
             let outs: Record<string, unknown>;
             if (!olds) {
                 this.log(`image ${this.plan.image.ref} on ${n.name}: create`);
