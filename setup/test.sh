@@ -80,6 +80,7 @@ if ((fast == 0)); then
   for t in tests/integration/run.sh tests/e2e/run.sh tests/e2e/policy.sh tests/gitops/preview-local.sh; do
     [[ -f "$t" ]] && stage "$(sed -n 's/^# stage: //p' "$t" | head -n 1)" bash "$t"
   done
+  stage "tear down the simulated hosts (and check nothing is left)" tests/testbed/testbed down
 fi
 
 echo

@@ -70,7 +70,8 @@ fi
 pass "toolchain: $(pulumi version) ($(grep -c MISSING "$WORK/toolchain.log") provider plugin(s) missing)"
 
 export PULUMI_BACKEND_URL="file://$WORK/state"
-export PULUMI_CONFIG_PASSPHRASE="vcl-e2e-test"
+# The local stack file carries the encryption salt of its documented passphrase; the copies made here keep it.
+export PULUMI_CONFIG_PASSPHRASE="vllm-cluster-local-simulated-only"
 export PULUMI_SKIP_UPDATE_CHECK=true PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
 mkdir -p "$WORK/state" "$WORK/bin"
 

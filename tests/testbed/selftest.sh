@@ -95,6 +95,10 @@ trap summary EXIT
 [[ $(id -u) == 0 ]] || { echo "selftest: must run as root" >&2; exit 1; }
 
 # ---------------------------------------------------------------------------------------------- up
+# A self-test of bringing hosts up from nothing: hosts left by an earlier run (their engines keep images on disk
+# even when their processes are gone) would make "spark-1 only" untrue.
+say "testbed down (start from nothing)"
+"$TB" down >/dev/null 2>&1 || { fail "testbed down before the self-test"; exit 1; }
 say "testbed up 2"
 timed "up 2 (first)" "$TB" up 2 || { fail "testbed up 2"; exit 1; }
 pass "testbed up 2"
