@@ -3,6 +3,7 @@
  * place knows each flag and the snapshot tests see exactly what a host will execute. Nothing here touches the
  * Pulumi runtime.
  */
+import { createHash } from "crypto";
 
 /** Fixed container names: one of each per host, so a second deployment on the same host fails loudly. */
 export const RAY_HEAD_CONTAINER = "vllm-ray-head";
@@ -493,8 +494,11 @@ export interface ServeSpec {
  */
 export const SERVE_ENTRYPOINT = ["/bin/sh", "-c", `VLLM_API_KEY="$(cat ${API_KEY_CONTAINER_PATH})" exec "$@"`, "vllm-serve"];
 
-/** `vllm serve <model> --flag value ...`, each flag and value its own element. */
-export function serveCommand(s: ServeSpec): string[] {
+/**
+ * `vllm serve <model> --flag value ...`, each flag and value its own element; `distributed` (the executor backend
+ * and, for the native backend, the multi-node flags) goes right after the parallelism it serves.
+ */
+function serveArgv(s: ServeSpec, distributed: string[]): string[] {
     const cmd = [
         "vllm",
         "serve",
@@ -509,9 +513,7 @@ export function serveCommand(s: ServeSpec): string[] {
         String(s.tensorParallelSize),
         "--pipeline-parallel-size",
         String(s.pipelineParallelSize),
-        // Without it a multi-node TP run does not use the Ray cluster (seeds' second failure).
-        "--distributed-executor-backend",
-        "ray",
+        ...distributed,
         "--gpu-memory-utilization",
         String(s.gpuMemoryUtilization),
     ];
@@ -534,6 +536,63 @@ export function serveCommand(s: ServeSpec): string[] {
         cmd.push("--load-format", s.loadFormat);
     }
     return [...cmd, ...s.extraArgs];
+}
+
+/** `vllm serve <model> --flag value ...` for the ray backend, each flag and value its own element. */
+export function serveCommand(s: ServeSpec): string[] {
+    // Without it a multi-node TP run does not use the Ray cluster (seeds' second failure).
+    return serveArgv(s, ["--distributed-executor-backend", "ray"]);
+}
+
+/** One rank of the native backend: which node it is and where rank 0's rendezvous listens. */
+export interface NativeRank {
+    /** 0 on the head (serves the API), 1..nnodes-1 on the other nodes in config order (headless). */
+    nodeRank: number;
+    nnodes: number;
+    /** The head's fabric IP. */
+    masterAddr: string;
+    masterPort: number;
+}
+
+/**
+ * `vllm serve` for vLLM's own multi-node without Ray (backend native). Every node runs the same serve command with
+ * its own `--node-rank`; TP x PP spans all nodes' GPUs exactly as with Ray. Rank 0 serves the API, every other
+ * rank runs `--headless` (engine only, no API server) and joins rank 0 at `--master-addr`/`--master-port`.
+ * vLLM docs, "Parallelism and Scaling", section "Running vLLM with MultiProcessing":
+ * https://docs.vllm.ai/en/latest/serving/parallelism_scaling.html (example: `--tensor-parallel-size 8
+ * --pipeline-parallel-size 2 --nnodes 2 --node-rank 0 --master-addr <HEAD_NODE_IP>` on the head, the same with
+ * `--node-rank 1 ... --headless` on the other node). `--master-port` is the matching engine argument for the
+ * rendezvous port; it is always passed so the port checked by config validation and the policy pack is the one
+ * used. `--distributed-executor-backend mp` is passed explicitly so an image that does ship Ray is not steered to it.
+ */
+export function nativeServeCommand(s: ServeSpec, r: NativeRank): string[] {
+    const distributed = [
+        "--distributed-executor-backend",
+        "mp",
+        "--nnodes",
+        String(r.nnodes),
+        "--node-rank",
+        String(r.nodeRank),
+        "--master-addr",
+        r.masterAddr,
+        "--master-port",
+        String(r.masterPort),
+    ];
+    if (r.nodeRank > 0) {
+        distributed.push("--headless");
+    }
+    return serveArgv(s, distributed);
+}
+
+/** Explicit entrypoint for headless ranks (no API, so no key): an image's own entrypoint never runs. */
+export const HEADLESS_ENTRYPOINT = ["/usr/bin/env"];
+
+/**
+ * The native backend's counterpart of the Ray cluster fingerprint: a hash of every rank's container ID, so it
+ * changes exactly when any rank's container was replaced.
+ */
+export function joinFingerprint(rankContainerIds: readonly string[]): string {
+    return createHash("sha256").update(rankContainerIds.join("\n")).digest("hex").slice(0, 16);
 }
 
 /** Serve runs on the head host as a Ray driver: it needs the head's env plus the Ray address. */

@@ -3,7 +3,9 @@ import * as pulumi from "@pulumi/pulumi";
 import {
     API_KEY_CONTAINER_PATH,
     DASHBOARD_HOST,
+    HEADLESS_ENTRYPOINT,
     LABEL_PREFIX,
+    NativeRank,
     NodeSpec,
     RAY_ENTRYPOINT,
     RAY_HEAD_CONTAINER,
@@ -16,6 +18,7 @@ import {
     apiKeyHostPath,
     containerLabels,
     labelList,
+    nativeServeCommand,
     nodeEnv,
     rayHeadCommand,
     rayHeadPortsLabel,
@@ -191,6 +194,60 @@ export function serveContainerArgs(p: ServeContainerParams): docker.ContainerArg
             { hostPath: apiKeyHostPath(p.stateDir, p.node.name), containerPath: API_KEY_CONTAINER_PATH, readOnly: true },
             { hostPath: raySessionHostDir(p.stateDir, p.node.name), containerPath: RAY_SESSION_CONTAINER_DIR },
         ],
+        shmSize: p.shmSize,
+        maxRestarts: p.maxRestarts,
+    });
+}
+
+export interface NativeServeContainerParams extends ContainerParams {
+    serve: ServeSpec;
+    stateDir: string;
+    rank: NativeRank;
+    /** Total GPUs of all nodes (label). */
+    clusterGpus: number;
+    /**
+     * Ranks > 0 only: rank 0's container ID (deploy-time), carried as a label so a replaced rank 0 replaces every
+     * other rank too: they joined its rendezvous and must restart together.
+     */
+    rank0ContainerId?: pulumi.Input<string>;
+}
+
+/** Host ports a native rank listens on: rank 0 the API and the rendezvous, the others none (they only dial out). */
+export function nativeServePorts(p: Pick<NativeServeContainerParams, "serve" | "rank">): Record<string, number> {
+    return p.rank.nodeRank === 0 ? { serve: p.serve.port, master: p.rank.masterPort } : {};
+}
+
+/**
+ * One rank of vLLM's own multi-node (backend native), `vllm-serve` on every node, host network and IPC, pinned to
+ * the node's fabric IP and interface (VLLM_HOST_IP, NCCL/GLOO socket ifname). Rank 0 serves the API with the key
+ * read by the entrypoint from the read-only key file (never in Cmd, Env or labels); ranks > 0 are headless.
+ */
+export function nativeServeContainerArgs(p: NativeServeContainerParams): docker.ContainerArgs {
+    const rank0 = p.rank.nodeRank === 0;
+    const extra: Record<string, string> = {
+        "node-rank": String(p.rank.nodeRank),
+        "tensor-parallel-size": String(p.serve.tensorParallelSize),
+        "pipeline-parallel-size": String(p.serve.pipelineParallelSize),
+        "cluster-gpus": String(p.clusterGpus),
+    };
+    if (rank0) {
+        extra["api-key-file"] = API_KEY_CONTAINER_PATH;
+    }
+    const volumes: docker.types.input.ContainerVolume[] = [modelVolume(p.model.hostPath, p.serve.modelContainerPath)];
+    if (rank0) {
+        volumes.push({ hostPath: apiKeyHostPath(p.stateDir, p.node.name), containerPath: API_KEY_CONTAINER_PATH, readOnly: true });
+    }
+    return baseContainerArgs({
+        containerName: SERVE_CONTAINER,
+        node: p.node,
+        imageId: p.imageId,
+        entrypoints: rank0 ? SERVE_ENTRYPOINT : HEADLESS_ENTRYPOINT,
+        command: nativeServeCommand(p.serve, p.rank),
+        envs: nodeEnv(p.node),
+        labels: containerLabels({ stack: p.stack, role: "serve", node: p.node, imageRef: p.imageRef, ports: nativeServePorts(p) }, extra),
+        dynamicLabels:
+            !rank0 && p.rank0ContainerId !== undefined ? [{ label: `${LABEL_PREFIX}rank0-container-id`, value: p.rank0ContainerId }] : [],
+        volumes,
         shmSize: p.shmSize,
         maxRestarts: p.maxRestarts,
     });

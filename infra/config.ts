@@ -61,6 +61,14 @@ export interface RayConfig {
     readyTimeoutSeconds: number;
 }
 
+/** vLLM's own multi-node (backend: native): rank 0 hosts the rendezvous on the head's fabric IP. */
+export interface NativeConfig {
+    /** TCP port rank 0 listens on for the other ranks (vLLM --master-port); on the head host only. */
+    masterPort: number;
+}
+
+export type Backend = "ray" | "native";
+
 export interface SshConfig {
     privateKeyPath: string;
     knownHostsFile: string;
@@ -75,10 +83,13 @@ export interface ClusterConfig {
     image: ImageConfig;
     model: ModelConfig;
     serve: ServeConfig;
+    /** Read and validated for every backend; only the ray backend uses it. */
     ray: RayConfig;
+    /** Read and validated for every backend; only the native backend uses it. */
+    native: NativeConfig;
     ssh: SshConfig;
     stateDir: string;
-    backend: "ray";
+    backend: Backend;
 }
 
 /**
@@ -103,9 +114,15 @@ export const MANAGED_SERVE_FLAGS: readonly string[] = [
     "--enable-auto-tool-choice",
     "--trust-remote-code",
     "--load-format",
+    // native backend (vLLM's multi-node without Ray)
+    "--nnodes",
+    "--node-rank",
+    "--master-addr",
+    "--master-port",
+    "--headless",
 ];
 
-const TOP_KEYS = ["nodes", "image", "model", "serve", "ray", "ssh", "stateDir", "backend"];
+const TOP_KEYS = ["nodes", "image", "model", "serve", "ray", "native", "ssh", "stateDir", "backend"];
 const NODE_KEYS = [
     "name",
     "sshHost",
@@ -139,6 +156,7 @@ const SERVE_KEYS = [
     "maxRestarts",
 ];
 const RAY_KEYS = ["gcsPort", "dashboardPort", "clientPort", "objectStoreMemoryBytes", "readyTimeoutSeconds"];
+const NATIVE_KEYS = ["masterPort"];
 const SSH_KEYS = ["privateKeyPath", "knownHostsFile"];
 
 const NODE_NAME_RE = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -463,6 +481,18 @@ export function validateConfig(raw: unknown): ClusterConfig {
     const objectStoreMemoryBytes = rr.int("objectStoreMemoryBytes", { min: 78643200 });
     const rayReady = rr.int("readyTimeoutSeconds", { def: 300, min: 1 });
 
+    // native (vLLM's own multi-node); validated whatever the backend, used only by backend native
+    const nr = top.section("native", false);
+    nr.unknownKeys(NATIVE_KEYS);
+    const masterPort = nr.port("masterPort", 29500);
+
+    // backend: read before the port check, which depends on it
+    const backendRaw = top.str("backend") ?? "ray";
+    if (backendRaw !== "ray" && backendRaw !== "native") {
+        p.add("backend", `${JSON.stringify(backendRaw)} must be one of ray, native`);
+    }
+    const backend: Backend = backendRaw === "native" ? "native" : "ray";
+
     // serve
     const sr = top.section("serve", true);
     sr.unknownKeys(SERVE_KEYS);
@@ -512,14 +542,21 @@ export function validateConfig(raw: unknown): ClusterConfig {
     const serveReady = sr.int("readyTimeoutSeconds", { def: 1800, min: 1 });
     const maxRestarts = sr.int("maxRestarts", { def: 3, min: 0, max: 100 });
 
-    // ports on each host: head carries serve + ray head ports; every node its ssh port
+    // ports on each host: the head carries serve + the backend's head ports (ray: GCS, dashboard, client;
+    // native: the master port); every node its ssh port. The other backend's ports are not opened, so not checked.
     if (head) {
-        const headPorts: [string, number | undefined][] = [
-            ["serve.port", servePort],
-            ["ray.gcsPort", gcsPort],
-            ["ray.dashboardPort", dashboardPort],
-            ["ray.clientPort", clientPort],
-        ];
+        const headPorts: [string, number | undefined][] =
+            backend === "native"
+                ? [
+                      ["serve.port", servePort],
+                      ["native.masterPort", masterPort],
+                  ]
+                : [
+                      ["serve.port", servePort],
+                      ["ray.gcsPort", gcsPort],
+                      ["ray.dashboardPort", dashboardPort],
+                      ["ray.clientPort", clientPort],
+                  ];
         for (const n of nodes) {
             const i = nodes.indexOf(n);
             const used: [string, number | undefined][] = [[`nodes[${i}].sshPort`, n.sshPort]];
@@ -556,10 +593,6 @@ export function validateConfig(raw: unknown): ClusterConfig {
     }
 
     const stateDir = top.absPath("stateDir", false) ?? "/var/lib/vllm-cluster";
-    const backend = top.str("backend") ?? "ray";
-    if (backend !== "ray") {
-        p.add("backend", `${JSON.stringify(backend)} is not supported (supported: ray; native is reserved)`);
-    }
 
     if (p.list.length > 0) {
         throw new Error(`invalid ${CONFIG_NAMESPACE} stack config (${p.list.length} problem(s)):\n  - ${p.list.join("\n  - ")}`);
@@ -596,9 +629,10 @@ export function validateConfig(raw: unknown): ClusterConfig {
             objectStoreMemoryBytes,
             readyTimeoutSeconds: rayReady!,
         },
+        native: { masterPort: masterPort! },
         ssh: { privateKeyPath, knownHostsFile },
         stateDir,
-        backend: "ray",
+        backend,
     };
 }
 

@@ -4,6 +4,7 @@ import { ClusterReady } from "../components/clusterReady";
 import { ClusterReadySpec, SshTarget, dashboardTunnelHint, sshTargetOf } from "../components/commands";
 import { RayHeadContainerParams, RayWorkerContainerParams, ServeContainerParams } from "../components/containerArgs";
 import { ImageDistribution } from "../components/imageDistribution";
+import { NativeRankParams, VllmNativeServe } from "../components/nativeServe";
 import { RayHead } from "../components/rayHead";
 import { RayWorker } from "../components/rayWorker";
 import { SparkNode } from "../components/sparkNode";
@@ -14,6 +15,7 @@ export interface ClusterOutputs {
     endpoint: pulumi.Output<string>;
     servedModelName: string;
     apiKey: pulumi.Output<string>;
+    /** ssh tunnel hint to the Ray dashboard; for backend native, a note that there is none. */
     rayDashboard: string;
     nodes: { name: string; role: string; sshHost: string; fabricIp: string; gpus: number }[];
     clusterFingerprint: pulumi.Output<string>;
@@ -26,6 +28,7 @@ export interface ClusterOutputs {
  */
 export interface ClusterPlan {
     stack: string;
+    backend: ClusterConfig["backend"];
     nodes: { node: NodeConfig; ssh: SshTarget }[];
     stateDir: string;
     image: { ref: string; source: ClusterConfig["image"]["source"]; sourceNode?: string };
@@ -35,6 +38,11 @@ export interface ClusterPlan {
     workers: Omit<RayWorkerContainerParams, "imageId" | "headAddress" | "headContainerId">[];
     clusterReady: Omit<ClusterReadySpec, "address">;
     serve: Omit<ServeContainerParams, "imageId" | "rayAddress" | "clusterFingerprint"> & { readyTimeoutSeconds: number };
+    /**
+     * Backend native: one rank per node, rank 0 on the head then the others in config order; empty for backend
+     * ray. (The Ray parts above are plain data for either backend; only backend ray deploys them.)
+     */
+    native: NativeRankParams[];
     /** Length of the generated API key (letters and digits). */
     apiKeyLength: number;
 }
@@ -48,8 +56,26 @@ export function planCluster(cfg: ClusterConfig, stack: string): ClusterPlan {
         maxRestarts: cfg.serve.maxRestarts,
     };
     const ports = { gcsPort: cfg.ray.gcsPort, dashboardPort: cfg.ray.dashboardPort, clientPort: cfg.ray.clientPort };
+    const serveSpec = {
+        modelContainerPath: cfg.model.containerPath,
+        servedName: cfg.model.servedName,
+        host: cfg.serve.host,
+        port: cfg.serve.port,
+        tensorParallelSize: cfg.serve.tensorParallelSize,
+        pipelineParallelSize: cfg.serve.pipelineParallelSize,
+        gpuMemoryUtilization: cfg.serve.gpuMemoryUtilization,
+        maxModelLen: cfg.serve.maxModelLen,
+        reasoningParser: cfg.serve.reasoningParser,
+        toolCallParser: cfg.serve.toolCallParser,
+        enableAutoToolChoice: cfg.serve.enableAutoToolChoice,
+        trustRemoteCode: cfg.serve.trustRemoteCode,
+        loadFormat: cfg.serve.loadFormat,
+        extraArgs: cfg.serve.extraArgs,
+    };
+    const rankOrder = [cfg.head, ...cfg.workers];
     return {
         stack,
+        backend: cfg.backend,
         nodes: cfg.nodes.map((n) => ({ node: n, ssh: sshTargetOf(n, cfg.ssh) })),
         stateDir: cfg.stateDir,
         image: { ref: cfg.image.ref, source: cfg.image.source, sourceNode: cfg.image.sourceNode },
@@ -64,26 +90,22 @@ export function planCluster(cfg: ClusterConfig, stack: string): ClusterPlan {
         serve: {
             ...common,
             node: cfg.head,
-            serve: {
-                modelContainerPath: cfg.model.containerPath,
-                servedName: cfg.model.servedName,
-                host: cfg.serve.host,
-                port: cfg.serve.port,
-                tensorParallelSize: cfg.serve.tensorParallelSize,
-                pipelineParallelSize: cfg.serve.pipelineParallelSize,
-                gpuMemoryUtilization: cfg.serve.gpuMemoryUtilization,
-                maxModelLen: cfg.serve.maxModelLen,
-                reasoningParser: cfg.serve.reasoningParser,
-                toolCallParser: cfg.serve.toolCallParser,
-                enableAutoToolChoice: cfg.serve.enableAutoToolChoice,
-                trustRemoteCode: cfg.serve.trustRemoteCode,
-                loadFormat: cfg.serve.loadFormat,
-                extraArgs: cfg.serve.extraArgs,
-            },
+            serve: serveSpec,
             stateDir: cfg.stateDir,
             clusterGpus: cfg.totalGpus,
             readyTimeoutSeconds: cfg.serve.readyTimeoutSeconds,
         },
+        native:
+            cfg.backend === "native"
+                ? rankOrder.map((node, nodeRank) => ({
+                      ...common,
+                      node,
+                      serve: serveSpec,
+                      stateDir: cfg.stateDir,
+                      clusterGpus: cfg.totalGpus,
+                      rank: { nodeRank, nnodes: rankOrder.length, masterAddr: cfg.head.fabricIp, masterPort: cfg.native.masterPort },
+                  }))
+                : [],
         apiKeyLength: 48,
     };
 }
@@ -102,6 +124,25 @@ export function buildCluster(cfg: ClusterConfig, stack: string): ClusterOutputs 
     const head = host(cfg.head.name);
 
     const image = new ImageDistribution("image", { ...plan.image, nodes: [...hosts.values()] });
+    const apiKey = new random.RandomPassword("api-key", { length: plan.apiKeyLength, special: false });
+    const nodesOut = cfg.nodes.map((n) => ({ name: n.name, role: n.role, sshHost: n.sshHost, fabricIp: n.fabricIp, gpus: n.gpus }));
+
+    if (plan.backend === "native") {
+        // vLLM's own multi-node: no Ray containers and no Ray probe; rank 0's readiness check is the gate.
+        const serve = new VllmNativeServe("serve", {
+            ranks: plan.native.map((params) => ({ params, host: host(params.node.name), imageId: image.imageIds[params.node.name] })),
+            apiKey: apiKey.result,
+            readyTimeoutSeconds: plan.serve.readyTimeoutSeconds,
+        });
+        return {
+            endpoint: serve.endpoint,
+            servedModelName: cfg.model.servedName,
+            apiKey: pulumi.secret(apiKey.result),
+            rayDashboard: "none (backend native runs no Ray)",
+            nodes: nodesOut,
+            clusterFingerprint: serve.fingerprint,
+        };
+    }
 
     // The plan's node facts are the hosts' own; components take them from their host.
     const rayHead = new RayHead("ray-head", { ...plan.rayHead, host: head, imageId: image.imageIds[cfg.head.name] });
@@ -124,8 +165,6 @@ export function buildCluster(cfg: ClusterConfig, stack: string): ClusterOutputs 
         containerIds: [rayHead.container.id, ...workers.map((w) => w.container.id)],
     });
 
-    const apiKey = new random.RandomPassword("api-key", { length: plan.apiKeyLength, special: false });
-
     const serve = new VllmServe("serve", {
         ...plan.serve,
         head,
@@ -140,13 +179,7 @@ export function buildCluster(cfg: ClusterConfig, stack: string): ClusterOutputs 
         servedModelName: cfg.model.servedName,
         apiKey: pulumi.secret(apiKey.result),
         rayDashboard: dashboardTunnelHint(head.ssh, cfg.ray.dashboardPort),
-        nodes: cfg.nodes.map((n) => ({
-            name: n.name,
-            role: n.role,
-            sshHost: n.sshHost,
-            fabricIp: n.fabricIp,
-            gpus: n.gpus,
-        })),
+        nodes: nodesOut,
         clusterFingerprint: ready.fingerprint,
     };
 }

@@ -40,7 +40,8 @@ function asPort(v: unknown): number | undefined {
 export const noPortClash: StackValidationPolicy = {
     name: "no-port-clash",
     description:
-        "On each node, the host ports of all project containers (vllm-cluster.ports) and the node's SSH port are " +
+        "On each node, the host ports of all project containers (vllm-cluster.ports: serve, Ray GCS/dashboard/client, " +
+        "the native backend's master port) and the node's SSH port are " +
         "distinct and within 1..65535. Every container uses host networking, so two listeners on one port clash.",
     enforcementLevel: "mandatory",
     severity: "high",
@@ -75,7 +76,7 @@ export const noPortClash: StackValidationPolicy = {
                 reportViolation(
                     `node ${node}: port ${port} is claimed more than once: ${owners.map((o) => o.what).join(" and ")}. ` +
                         "Give each listener its own port (serve.port, ray.gcsPort, ray.dashboardPort, ray.clientPort, " +
-                        `nodes[].sshPort) for node ${node}.`,
+                        `native.masterPort, nodes[].sshPort) for node ${node}.`,
                     blame?.urn,
                 );
             }

@@ -26,16 +26,23 @@ function parallelism(c: ContainerView, long: string, short: string): Count {
 export const parallelismMatchesGpus: StackValidationPolicy = {
     name: "parallelism-matches-gpus",
     description:
-        "The serve command's --tensor-parallel-size x --pipeline-parallel-size equals the GPUs the Ray cluster offers " +
-        "(sum of vllm-cluster.gpus over ray-head and ray-worker containers) and the serve label vllm-cluster.cluster-gpus; " +
-        "otherwise vLLM waits forever for a placement group Ray cannot satisfy, or leaves GPUs idle.",
+        "The serve command's --tensor-parallel-size x --pipeline-parallel-size equals the GPUs the cluster offers " +
+        "(sum of vllm-cluster.gpus over ray-head and ray-worker containers; with no Ray containers, over the native " +
+        "backend's serve ranks, which carry vllm-cluster.node-rank) and the serve label vllm-cluster.cluster-gpus; " +
+        "otherwise vLLM waits forever for GPUs the cluster cannot provide, or leaves GPUs idle.",
     enforcementLevel: "mandatory",
     severity: "high",
     validateStack: (args, reportViolation) => {
         const containers = managedContainers(args.resources);
-        const ray = containers.filter((c) => RAY_ROLES.includes(c.role)).map((c) => c.view);
+        const rayContainers = containers.filter((c) => RAY_ROLES.includes(c.role)).map((c) => c.view);
+        // Backend native has no Ray: every node runs one serve rank (labelled with its node rank), and those ranks'
+        // GPUs are the cluster's. A serve container without the label is the ray backend's (or a partial stack).
+        const nativeRanks = containers.filter((c) => c.role === "serve" && label(c.view, LABEL.nodeRank) !== undefined).map((c) => c.view);
+        const native = rayContainers.length === 0 && nativeRanks.length > 0;
+        const ray = native ? nativeRanks : rayContainers;
+        const offeredBy = native ? "the native serve ranks offer" : "the Ray containers offer";
 
-        // Sum of the Ray containers' GPUs, or undefined when any of them is not known (yet).
+        // Sum of the GPU-holding containers' GPUs, or undefined when any of them is not known (yet).
         let rayGpus: number | undefined = 0;
         const perNode: string[] = [];
         for (const r of ray) {
@@ -71,7 +78,7 @@ export const parallelismMatchesGpus: StackValidationPolicy = {
                 "Set serve.tensorParallelSize x serve.pipelineParallelSize to the cluster's GPU count, or change nodes[].gpus / the node list.";
 
             if (ray.length > 0 && rayGpus !== undefined && product !== rayGpus) {
-                reportViolation(`${who}: ${shape}, but the Ray containers offer ${rayGpus} GPU(s) (${perNode.join(", ")}). ${fix}`, s.urn);
+                reportViolation(`${who}: ${shape}, but ${offeredBy} ${rayGpus} GPU(s) (${perNode.join(", ")}). ${fix}`, s.urn);
             }
             const clusterGpus = label(s, LABEL.clusterGpus);
             if (typeof clusterGpus === "string") {

@@ -1,4 +1,5 @@
 import { ResourceValidationPolicy } from "@pulumi/policy";
+import { argv } from "./lib/commandLine";
 import { ContainerView, LABEL, Maybe, UNKNOWN, describe, label, managedRole, viewContainer, CONTAINER_TYPE } from "./lib/container";
 
 /** `--api-key` / `--api_key` as its own word, `--api-key=...`, or inside a shell script string. */
@@ -10,6 +11,18 @@ const API_KEY_FLAG = /(^|[\s"'])--api[-_]key(=|[\s"']|$)/;
 const LITERAL_KEY_ASSIGNMENT = /(^|[\s;&|"'])VLLM_API_KEY=(?!["']?\$)/;
 
 type Found = "yes" | "no" | "unknown";
+
+/**
+ * Whether the serve container is a headless rank of the native backend (`vllm serve ... --headless`): it runs the
+ * engine only and opens no API port, so it needs no key (and is better off without a copy of it).
+ */
+function headless(c: ContainerView): Found {
+    const words = argv(c);
+    if (words === UNKNOWN) return "unknown";
+    if (words === undefined) return "no";
+    if (words.includes("--headless")) return "yes";
+    return words.includes(UNKNOWN) ? "unknown" : "no";
+}
 interface Target {
     target: Maybe<string>;
     readOnly: Maybe<boolean>;
@@ -45,7 +58,8 @@ export const serveRequiresApiKey: ResourceValidationPolicy = {
     description:
         "The vLLM serve container requires an API key read from a file mounted read-only (label " +
         "vllm-cluster.api-key-file names its path) and never passes the key as --api-key or a VLLM_API_KEY " +
-        "environment variable, both of which anyone can read with ps or docker inspect.",
+        "environment variable, both of which anyone can read with ps or docker inspect. Headless ranks of the " +
+        "native backend (--headless) serve no API and need no key file; the leak checks still apply to them.",
     enforcementLevel: "mandatory",
     severity: "critical",
     validateResource: (args, reportViolation) => {
@@ -55,7 +69,10 @@ export const serveRequiresApiKey: ResourceValidationPolicy = {
         const who = describe(c);
 
         const keyFile = label(c, LABEL.apiKeyFile);
-        if (keyFile === undefined || keyFile === "") {
+        const noApi = headless(c);
+        if (noApi !== "no" && (keyFile === undefined || keyFile === "")) {
+            // a headless rank serves no API (or, not known yet, may not): nothing to require; leaks are still checked
+        } else if (keyFile === undefined || keyFile === "") {
             reportViolation(
                 `${who}: no label ${LABEL.apiKeyFile}, so nothing shows the endpoint requires an API key. ` +
                     "Bind-mount the key file read-only and name its container path in that label.",

@@ -21,6 +21,8 @@ export const LABEL = {
     clusterGpus: "vllm-cluster.cluster-gpus",
     apiKeyFile: "vllm-cluster.api-key-file",
     dashboardHost: "vllm-cluster.dashboard-host",
+    /** Backend native only: the serve container's vLLM node rank (0 serves the API, > 0 run --headless). */
+    nodeRank: "vllm-cluster.node-rank",
 } as const;
 
 export type Role = "ray-head" | "ray-worker" | "serve";

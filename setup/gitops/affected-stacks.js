@@ -12,7 +12,7 @@
  *  - the policy pack changed (policies/)     -> every stack (its preview must pass the new rules)
  *  - anything else (docs, tests, workflows)  -> no stack
  * Stacks whose file was deleted are reported apart: a pipeline must never destroy a cluster on its own.
- * Stacks named in `exclude` (default: the simulated `local` stack) are never deployed by the pipeline.
+ * Stacks named in `exclude` (default: the simulated `local` and `local-native` stacks) are never deployed by the pipeline.
  */
 
 const PROGRAM_PATHS = [/^infra\//, /^components\//, /^policies\//, /^Pulumi\.yaml$/, /^package(-lock)?\.json$/, /^tsconfig\.json$/];
@@ -25,7 +25,7 @@ const STACK_FILE = /^stacks\/Pulumi\.([A-Za-z0-9_.-]+)\.ya?ml$/;
  *   exclude: stacks the pipeline must not touch
  * @returns {{ stacks: string[], removed: string[], reasons: Record<string, string> }}
  */
-function affectedStacks({ changed, stacks, exclude = ["local"] }) {
+function affectedStacks({ changed, stacks, exclude = ["local", "local-native"] }) {
     for (const s of stacks) {
         if (!/^[A-Za-z0-9_.-]+$/.test(s)) {
             throw new Error(`stack name ${JSON.stringify(s)} is not a valid stack name`);
@@ -86,7 +86,7 @@ function main() {
     })
         .split("\n")
         .filter((l) => l.length > 0);
-    const exclude = (process.env.GITOPS_EXCLUDE_STACKS ?? "local").split(",").filter((s) => s.length > 0);
+    const exclude = (process.env.GITOPS_EXCLUDE_STACKS ?? "local,local-native").split(",").filter((s) => s.length > 0);
     const result = affectedStacks({ changed, stacks: listStacks(path.join(root, "stacks")), exclude });
     process.stdout.write(JSON.stringify(result) + "\n");
 }

@@ -14,6 +14,12 @@
  *   serve                    serveContainerArgs -> dockerRunArgv over ssh         (docker.Container)
  *   readiness                serveReadinessCommand(serveReadinessSpec)            (VllmServe's local.Command)
  *
+ * Backend native (no Ray head, workers or probe):
+ *   serve ranks              nativeServeContainerArgs -> dockerRunArgv over ssh   (VllmNativeServe's docker.Containers)
+ *                            rank 0 first; ranks > 0 take its container ID; a rank 0 about to be replaced has the
+ *                            other ranks removed first (their replacement is certain: they take its ID)
+ *   readiness                serveReadinessCommand on rank 0, triggered by every rank's container ID
+ *
  * All values come from planCluster(cfg, stack), the same plan buildCluster wires through Outputs. Like the engine
  * it keeps a state file (what it created, with the inputs), replaces a container whose args changed (delete
  * before replace), re-runs a command whose triggers changed, and, as `pulumi up --refresh` would, notices an
@@ -35,12 +41,13 @@ import {
     apiKeyInstallCommand,
     apiKeyRemoveCommand,
     clusterReadyCommand,
+    joinFingerprint,
     preflightCommand,
     serveReadinessCommand,
     serveReadinessSpec,
     sshArgv,
 } from "../../components/commands";
-import { rayHeadContainerArgs, rayWorkerContainerArgs, serveContainerArgs } from "../../components/containerArgs";
+import { nativeServeContainerArgs, rayHeadContainerArgs, rayWorkerContainerArgs, serveContainerArgs } from "../../components/containerArgs";
 import { imageOrigin, imagePresenceInputs } from "../../components/imageDistribution";
 import { imagePresenceProvider } from "../../components/imageProvider";
 import { NodeFacts, parseFacts } from "../../components/sparkNode";
@@ -178,6 +185,8 @@ export class DirectDriver {
     public readonly plan: ClusterPlan;
     private state: DriverState;
     private changed: string[] = [];
+    /** Called before a container is (re)created: lets the native path remove the ranks that follow rank 0 first. */
+    private onReplace?: (key: string) => Promise<void>;
 
     constructor(
         public readonly cfg: ClusterConfig,
@@ -308,6 +317,7 @@ export class DirectDriver {
         if (prev && prev.inputs === inputs && live && live.id === prev.id && live.running) {
             return prev.id;
         }
+        await this.onReplace?.(key);
         const why = !prev
             ? "create"
             : prev.inputs !== inputs
@@ -356,6 +366,116 @@ export class DirectDriver {
         return parseReport(out);
     }
 
+    /** RandomPassword + the key file on the head (VllmServe's / VllmNativeServe's api-key-file command). */
+    private async apiKey(step: <T>(name: string, f: () => Promise<T>) => Promise<T>): Promise<string> {
+        const head = this.headName;
+        if (!this.state.apiKey) {
+            this.state.apiKey = Array.from({ length: this.plan.apiKeyLength }, () => ALNUM[randomInt(ALNUM.length)]).join("");
+            this.state.apiKeyInstalled = false;
+            this.save();
+        }
+        const apiKey = this.state.apiKey;
+        if (!this.state.apiKeyInstalled) {
+            await step("api-key", () =>
+                mustRun(
+                    "api key install",
+                    runShell(apiKeyInstallCommand(this.target(head), this.plan.stateDir, head), { stdin: apiKey, timeoutMs: 60_000 }),
+                ),
+            );
+            this.changed.push("api-key");
+            this.state.apiKeyInstalled = true;
+            this.save();
+        }
+        return apiKey;
+    }
+
+    /** Rank 0's readiness check, re-run when its trigger (one container ID, or every rank's) changed. */
+    private async readiness(trigger: string, step: <T>(name: string, f: () => Promise<T>) => Promise<T>): Promise<void> {
+        if (this.state.readiness?.trigger === trigger) {
+            return;
+        }
+        const head = this.headName;
+        const spec = serveReadinessSpec(head, this.plan.serve.serve, this.plan.stateDir, this.plan.serve.readyTimeoutSeconds);
+        await step("readiness", () =>
+            mustRun(
+                "serve readiness",
+                runShell(serveReadinessCommand(this.target(head), spec), { timeoutMs: (spec.timeoutSeconds + 60) * 1000 }),
+            ),
+        );
+        this.changed.push("readiness");
+        this.state.readiness = { trigger };
+        this.save();
+    }
+
+    /**
+     * Backend native: api key, rank 0 on the head, ranks > 0 with rank 0's container ID, then rank 0's readiness.
+     * The report stands in for ClusterReady's: the join fingerprint and each rank's node and fabric IP.
+     */
+    private async upNative(
+        imageIds: Record<string, string>,
+        step: <T>(name: string, f: () => Promise<T>) => Promise<T>,
+        timings: Record<string, number>,
+    ): Promise<UpResult> {
+        const apiKey = await this.apiKey(step);
+        const [rank0, ...others] = this.plan.native;
+        const keyOf = (nodeRank: number) => `serve-rank-${nodeRank}`;
+        const ids: Record<string, string> = {};
+        // deleteBeforeReplace with dependents that are replaced too: the engine deletes those first. Here: before rank 0
+        // is (re)created, remove the other ranks, so none of them joins the new rank 0 only to be replaced after.
+        this.onReplace = async (key) => {
+            if (key !== keyOf(0)) {
+                return;
+            }
+            await Promise.all(
+                others.map(async (r) => {
+                    const live = await this.inspectContainer(r.node.name, "vllm-serve");
+                    if (live) {
+                        this.log(`${keyOf(r.rank.nodeRank)} (vllm-serve on ${r.node.name}): removed before rank 0 is replaced`);
+                        await mustRun(
+                            `removing vllm-serve on ${r.node.name}`,
+                            dockerOn(this.target(r.node.name), ["rm", "--force", "vllm-serve"], 90_000),
+                        );
+                    }
+                }),
+            );
+        };
+        try {
+            ids[keyOf(0)] = await step("serve-rank-0", () =>
+                this.container(keyOf(0), rank0.node.name, nativeServeContainerArgs({ ...rank0, imageId: imageIds[rank0.node.name] })),
+            );
+            await step("serve-ranks", () =>
+                Promise.all(
+                    others.map(async (r) => {
+                        ids[keyOf(r.rank.nodeRank)] = await this.container(
+                            keyOf(r.rank.nodeRank),
+                            r.node.name,
+                            nativeServeContainerArgs({ ...r, imageId: imageIds[r.node.name], rank0ContainerId: ids[keyOf(0)] }),
+                        );
+                    }),
+                ),
+            );
+        } finally {
+            this.onReplace = undefined;
+        }
+        const rankIds = this.plan.native.map((r) => ids[keyOf(r.rank.nodeRank)]);
+        await this.readiness(rankIds.join(","), step);
+        const fingerprint = joinFingerprint(rankIds);
+        return {
+            endpoint: serveEndpointUrl(this.cfg.head.sshHost, this.plan.serve.serve.port),
+            apiKey,
+            fingerprint,
+            report: {
+                fingerprint,
+                nodes: Object.fromEntries(this.plan.native.map((r) => [r.node.name, r.node.fabricIp])),
+                gpus: this.cfg.totalGpus,
+            },
+            containerIds: ids,
+            imageIds,
+            timings,
+            changed: [...this.changed],
+        };
+    }
+
     /** Runs every step in the graph's order; steps whose inputs did not change do nothing. */
     async up(): Promise<UpResult> {
         const timings: Record<string, number> = {};
@@ -369,6 +489,9 @@ export class DirectDriver {
         this.log(`up: stack ${this.stack}, ${this.plan.nodes.length} node(s), head ${this.headName}`);
         await step("preflight", () => this.preflight());
         const imageIds = await step("image", () => this.images());
+        if (this.plan.backend === "native") {
+            return this.upNative(imageIds, step, timings);
+        }
 
         const head = this.headName;
         const headId = await step("ray-head", () =>
@@ -395,23 +518,7 @@ export class DirectDriver {
         const rayIds = [headId, ...this.plan.workers.map((w) => ids[`ray-worker-${w.node.name}`])];
         const report = await step("cluster-ready", () => this.clusterReady(rayIds));
 
-        if (!this.state.apiKey) {
-            this.state.apiKey = Array.from({ length: this.plan.apiKeyLength }, () => ALNUM[randomInt(ALNUM.length)]).join("");
-            this.state.apiKeyInstalled = false;
-            this.save();
-        }
-        const apiKey = this.state.apiKey;
-        if (!this.state.apiKeyInstalled) {
-            await step("api-key", () =>
-                mustRun(
-                    "api key install",
-                    runShell(apiKeyInstallCommand(this.target(head), this.plan.stateDir, head), { stdin: apiKey, timeoutMs: 60_000 }),
-                ),
-            );
-            this.changed.push("api-key");
-            this.state.apiKeyInstalled = true;
-            this.save();
-        }
+        const apiKey = await this.apiKey(step);
 
         ids.serve = await step("serve", () =>
             this.container(
@@ -425,18 +532,7 @@ export class DirectDriver {
                 }),
             ),
         );
-        if (this.state.readiness?.trigger !== ids.serve) {
-            const spec = serveReadinessSpec(head, this.plan.serve.serve, this.plan.stateDir, this.plan.serve.readyTimeoutSeconds);
-            await step("readiness", () =>
-                mustRun(
-                    "serve readiness",
-                    runShell(serveReadinessCommand(this.target(head), spec), { timeoutMs: (spec.timeoutSeconds + 60) * 1000 }),
-                ),
-            );
-            this.changed.push("readiness");
-            this.state.readiness = { trigger: ids.serve };
-            this.save();
-        }
+        await this.readiness(ids.serve, step);
         const endpoint = serveEndpointUrl(this.cfg.head.sshHost, this.plan.serve.serve.port);
         return {
             endpoint,
@@ -450,7 +546,7 @@ export class DirectDriver {
         };
     }
 
-    /** Removes every container of this stack on every node by label (serve, workers, head), then the key file. */
+    /** Removes every container of this stack on every node by label (serve ranks, workers, head), then the key file. */
     async destroy(): Promise<void> {
         for (const role of ["serve", "ray-worker", "ray-head"]) {
             await Promise.all(

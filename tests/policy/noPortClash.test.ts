@@ -1,5 +1,5 @@
 import { noPortClash } from "../../policies/noPortClash";
-import { UNKNOWN, cluster, rayHead, rayWorker, replace, runStackPolicy, serve, withLabel } from "./util";
+import { UNKNOWN, cluster, nativeCluster, nativeRank, rayHead, rayWorker, replace, runStackPolicy, serve, withLabel } from "./util";
 
 const withPorts = (props: ReturnType<typeof serve>, ports: unknown) =>
     withLabel(props, "vllm-cluster.ports", typeof ports === "string" ? ports : JSON.stringify(ports));
@@ -79,5 +79,22 @@ describe("no-port-clash", () => {
         expect(await runStackPolicy(noPortClash, [...cluster(), { name: "other", props: foreign }])).toEqual([]);
         const notAContainer = { name: "cmd", type: "command:local:Command", props: serve() };
         expect(await runStackPolicy(noPortClash, [...cluster(), notAContainer])).toEqual([]);
+    });
+
+    it("native backend: accepts the compliant ranks; reports serve on the master port, naming native.masterPort", async () => {
+        expect(await runStackPolicy(noPortClash, nativeCluster())).toEqual([]);
+        const v = await runStackPolicy(
+            noPortClash,
+            replace(nativeCluster(), "spark-1-serve", withPorts(nativeRank(0), { serve: 29500, master: 29500 })),
+        );
+        expect(v).toHaveLength(1);
+        expect(v[0].message).toContain("node spark-1: port 29500 is claimed more than once");
+        expect(v[0].message).toContain("port 'serve' and container 'spark-1-serve' (serve, node spark-1) port 'master'");
+        expect(v[0].message).toContain("native.masterPort");
+        const ssh = await runStackPolicy(
+            noPortClash,
+            replace(nativeCluster(), "spark-1-serve", withPorts(nativeRank(0), { serve: 8001, master: 22 })),
+        );
+        expect(ssh.map((x) => x.message)).toEqual([expect.stringContaining("the SSH port of node spark-1")]);
     });
 });

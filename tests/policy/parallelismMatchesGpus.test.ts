@@ -1,5 +1,17 @@
 import { parallelismMatchesGpus } from "../../policies/parallelismMatchesGpus";
-import { UNKNOWN, cluster, rayWorker, replace, runStackPolicy, serve, withFlag, withLabel, withProps } from "./util";
+import {
+    UNKNOWN,
+    cluster,
+    nativeCluster,
+    nativeRank,
+    rayWorker,
+    replace,
+    runStackPolicy,
+    serve,
+    withFlag,
+    withLabel,
+    withProps,
+} from "./util";
 
 const run = (stack = cluster()) => runStackPolicy(parallelismMatchesGpus, stack);
 const withServe = (props: ReturnType<typeof serve>) => replace(cluster(), "spark-1-serve", props);
@@ -79,5 +91,45 @@ describe("parallelism-matches-gpus", () => {
     it("checks only the cluster-gpus label when there are no Ray containers", async () => {
         const serveOnly = [{ name: "spark-1-serve", props: serve() }];
         expect(await run(serveOnly)).toEqual([]);
+    });
+
+    describe("native backend (no Ray containers): the serve ranks' GPUs are the cluster's", () => {
+        it("accepts TP 2 over two one-GPU ranks, and TP 3 over three", async () => {
+            expect(await run(nativeCluster())).toEqual([]);
+            expect(await run(nativeCluster(3))).toEqual([]);
+        });
+
+        it("reports a rank added without raising the parallelism, on every rank, naming the ranks' nodes", async () => {
+            const stack = [
+                ...nativeCluster(),
+                { name: "spark-3-serve", props: withLabel(nativeRank(2), "vllm-cluster.tensor-parallel-size", "2") },
+            ];
+            const fixed = stack.map((r) => ({
+                ...r,
+                props: withFlag(
+                    withLabel(r.props as ReturnType<typeof serve>, "vllm-cluster.cluster-gpus", "2"),
+                    "--tensor-parallel-size",
+                    "2",
+                ),
+            }));
+            const v = await run(fixed);
+            expect(v).toHaveLength(3);
+            for (const x of v) {
+                expect(x.message).toContain("= 2, but the native serve ranks offer 3 GPU(s) (spark-1: 1, spark-2: 1, spark-3: 1)");
+            }
+        });
+
+        it("reports a rank whose GPU count is not known as a count", async () => {
+            const v = await run(replace(nativeCluster(), "spark-2-serve", withLabel(nativeRank(1), "vllm-cluster.gpus", "x")));
+            expect(v.map((x) => x.message)).toEqual([expect.stringContaining("label vllm-cluster.gpus='x' is not a GPU count")]);
+        });
+
+        it("reports nothing while a rank's GPUs are unknown (preview)", async () => {
+            const stack = [...nativeCluster(), { name: "spark-3-serve", props: withLabel(nativeRank(2), "vllm-cluster.gpus", UNKNOWN) }];
+            const v = await run(
+                stack.map((r) => ({ ...r, props: withLabel(r.props as ReturnType<typeof serve>, "vllm-cluster.cluster-gpus", "2") })),
+            );
+            expect(v.filter((x) => x.message.includes("offer"))).toEqual([]);
+        });
     });
 });

@@ -15,7 +15,7 @@ import {
     serveCommand,
     serveEnv,
 } from "../../components/commands";
-import { baseContainerArgs, modelVolume } from "../../components/containerArgs";
+import { baseContainerArgs, modelVolume, nativeServeContainerArgs } from "../../components/containerArgs";
 import { gpuContainersHostIpc } from "../../policies/gpuContainersHostIpc";
 import { gpuMemoryUtilization } from "../../policies/gpuMemoryUtilization";
 import { imagePinned } from "../../policies/imagePinned";
@@ -148,6 +148,41 @@ function programStack(imageRef: string, serveChanges: Partial<ServeSpec> = {}, u
     ];
 }
 
+/** The native backend's ranks on the two Sparks, built by the program's own nativeServeContainerArgs. */
+function nativeProgramStack(imageRef: string, masterPort = 29500): NamedResource[] {
+    const nodes = [sparkNode(1), sparkNode(2)];
+    return nodes.map((node, nodeRank) => ({
+        name: `serve-rank-${nodeRank}-container`,
+        props: plain(
+            nativeServeContainerArgs({
+                node,
+                imageId: "sha256:" + "a".repeat(64),
+                imageRef,
+                stack: "spark",
+                model: { hostPath: "/home/aurora/models/q", containerPath: MODEL },
+                shmSize: "64g",
+                maxRestarts: 3,
+                serve: {
+                    modelContainerPath: MODEL,
+                    servedName: "qwen3.5-122b-a10b-fp8",
+                    host: "0.0.0.0",
+                    port: 8001,
+                    tensorParallelSize: 2,
+                    pipelineParallelSize: 1,
+                    gpuMemoryUtilization: 0.9,
+                    enableAutoToolChoice: false,
+                    trustRemoteCode: false,
+                    extraArgs: [],
+                },
+                stateDir: "/var/lib/vllm-cluster",
+                rank: { nodeRank, nnodes: 2, masterAddr: nodes[0].fabricIp, masterPort },
+                clusterGpus: 2,
+                rank0ContainerId: nodeRank > 0 ? "rank0" : undefined,
+            }),
+        ),
+    }));
+}
+
 async function runPack(stack: NamedResource[]): Promise<(Violation & { policy: string })[]> {
     const out: (Violation & { policy: string })[] = [];
     for (const p of resourcePolicies) {
@@ -176,6 +211,17 @@ describe("policy pack against the program's container builders", () => {
         // Config validation rejects `--api-key` in extraArgs; vLLM also accepts `--api_key`.
         const v = await runPack(programStack("r@sha256:" + "e".repeat(64), { extraArgs: ["--api_key=sk-from-config"] }));
         expect(v.map((x) => x.policy)).toEqual(["serve-requires-api-key"]);
+    });
+});
+
+describe("policy pack against the program's native-backend ranks", () => {
+    it("finds nothing wrong with two ranks (rank 0 with the key, rank 1 headless), pinned by digest", async () => {
+        expect(await runPack(nativeProgramStack("r@sha256:" + "e".repeat(64)))).toEqual([]);
+    });
+
+    it("flags a master port on the serve port", async () => {
+        const v = await runPack(nativeProgramStack("r@sha256:" + "e".repeat(64), 8001));
+        expect(v.map((x) => x.policy)).toEqual(["no-port-clash"]);
     });
 });
 

@@ -1,5 +1,5 @@
 import { serveRequiresApiKey } from "../../policies/serveRequiresApiKey";
-import { API_KEY_FILE, UNKNOWN, rayHead, runResourcePolicy, serve, withFlag, withLabel, withProps } from "./util";
+import { API_KEY_FILE, UNKNOWN, nativeRank, rayHead, runResourcePolicy, serve, withFlag, withLabel, withProps } from "./util";
 
 type Props = ReturnType<typeof serve>;
 const run = (props: Props) => runResourcePolicy(serveRequiresApiKey, { name: "spark-1-serve", props });
@@ -84,5 +84,28 @@ describe("serve-requires-api-key", () => {
         });
         expect(await run(unknownReadOnly)).toEqual([]);
         expect(await run(withProps(serve(), { envs: [UNKNOWN], command: UNKNOWN, entrypoints: UNKNOWN }))).toEqual([]);
+    });
+
+    describe("native backend", () => {
+        it("accepts rank 0 with the key file and a headless rank without one", async () => {
+            expect(await run(nativeRank(0))).toEqual([]);
+            expect(await run(nativeRank(1))).toEqual([]);
+        });
+
+        it("still requires the key file on rank 0 (not headless)", async () => {
+            expect(await messages(withLabel(nativeRank(0), "vllm-cluster.api-key-file", undefined))).toEqual([
+                expect.stringContaining("no label vllm-cluster.api-key-file"),
+            ]);
+        });
+
+        it("still reports a key leaked on a headless rank's command line or env", async () => {
+            expect(await messages(withFlag(nativeRank(1), "--api-key", "sk-x"))).toEqual([expect.stringContaining("passes --api-key")]);
+            const env = withProps(nativeRank(1), { envs: ["VLLM_API_KEY=sk-x"] });
+            expect(await messages(env)).toEqual([expect.stringContaining("envs sets VLLM_API_KEY")]);
+        });
+
+        it("reports nothing about the key file while the command is unknown (preview)", async () => {
+            expect(await run(withProps(nativeRank(1), { command: UNKNOWN }))).toEqual([]);
+        });
     });
 });

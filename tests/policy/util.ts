@@ -172,6 +172,43 @@ export function cluster(): NamedResource[] {
     ];
 }
 
+/**
+ * A compliant serve rank of the native backend (no Ray): rank 0 on spark-1 serves the API with the key file and
+ * owns the master port; rank r > 0 on spark-(r+1) is headless, with no key file and no listening port.
+ */
+export function nativeRank(rank: number, nnodes = 2): ContainerProps {
+    const node = `spark-${rank + 1}`;
+    const base = serve();
+    const labelsMap: Record<string, string> = {
+        ...nodeLabels("serve", node, rank === 0 ? { serve: 8001, master: 29500 } : {}),
+        "vllm-cluster.node-rank": String(rank),
+        "vllm-cluster.tensor-parallel-size": String(nnodes),
+        "vllm-cluster.pipeline-parallel-size": "1",
+        "vllm-cluster.cluster-gpus": String(nnodes),
+    };
+    if (rank === 0) labelsMap["vllm-cluster.api-key-file"] = API_KEY_FILE;
+    const command = (base.command ?? []).filter(
+        (w, i, all) => w !== "--distributed-executor-backend" && all[i - 1] !== "--distributed-executor-backend",
+    );
+    command.splice(command.indexOf("--tensor-parallel-size") + 1, 1, String(nnodes));
+    command.push("--distributed-executor-backend", "mp", "--nnodes", String(nnodes), "--node-rank", String(rank));
+    command.push("--master-addr", "192.168.200.12", "--master-port", "29500");
+    if (rank > 0) command.push("--headless");
+    return {
+        ...base,
+        labels: labels(labelsMap, {}),
+        entrypoints: rank === 0 ? base.entrypoints : ["/usr/bin/env"],
+        command,
+        envs: [`VLLM_HOST_IP=192.168.200.${12 + rank}`, "NCCL_SOCKET_IFNAME=enp1s0f1np1"],
+        volumes: (base.volumes ?? []).filter((v) => v.containerPath !== "/tmp/ray" && (rank === 0 || v.containerPath !== API_KEY_FILE)),
+    };
+}
+
+/** The compliant native-backend stack: one serve rank per node, no Ray containers. */
+export function nativeCluster(nnodes = 2): NamedResource[] {
+    return Array.from({ length: nnodes }, (_, r) => ({ name: `spark-${r + 1}-serve`, props: nativeRank(r, nnodes) }));
+}
+
 /** Copy of `props` with a label set (or removed when `value` is undefined). */
 export function withLabel<T extends ContainerProps>(props: T, key: string, value: string | undefined): T {
     const copy = clone(props);

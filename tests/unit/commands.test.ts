@@ -15,6 +15,8 @@ import {
     dockerHostUrl,
     imageEnsureScript,
     imageInspectScript,
+    joinFingerprint,
+    nativeServeCommand,
     nodeEnv,
     preflightCommand,
     preflightScript,
@@ -399,6 +401,43 @@ describe("vllm serve", () => {
         expect(flag("--tensor-parallel-size")).toBe("2");
         expect(flag("--port")).toBe("8001");
         expect(cmd[cmd.length - 1]).toBe("--enforce-eager");
+    });
+
+    test("native backend: vLLM's multi-node flags, rank 0 serves, ranks > 0 headless; no Ray", () => {
+        const rank = { nnodes: 2, masterAddr: "192.168.200.12", masterPort: 29500 };
+        const r0 = nativeServeCommand(spec, { ...rank, nodeRank: 0 });
+        const r1 = nativeServeCommand(spec, { ...rank, nodeRank: 1 });
+        expect(r1).toMatchSnapshot();
+        const flag = (cmd: string[], f: string) => cmd[cmd.indexOf(f) + 1];
+        for (const [cmd, nodeRank] of [
+            [r0, "0"],
+            [r1, "1"],
+        ] as const) {
+            expect(cmd.slice(0, 3)).toEqual(["vllm", "serve", "/models/Qwen3.5-122B-A10B-FP8"]);
+            expect(flag(cmd, "--distributed-executor-backend")).toBe("mp");
+            expect(flag(cmd, "--nnodes")).toBe("2");
+            expect(flag(cmd, "--node-rank")).toBe(nodeRank);
+            expect(flag(cmd, "--master-addr")).toBe("192.168.200.12");
+            expect(flag(cmd, "--master-port")).toBe("29500");
+            // TP x PP span all nodes, as with Ray: the same parallelism on every rank
+            expect(flag(cmd, "--tensor-parallel-size")).toBe("2");
+            expect(flag(cmd, "--pipeline-parallel-size")).toBe("1");
+            expect(cmd).not.toContain("ray");
+            expect(cmd[cmd.length - 1]).toBe("--enforce-eager");
+        }
+        expect(r0).not.toContain("--headless");
+        expect(r1).toContain("--headless");
+        // the ray command is unchanged apart from the distributed flags
+        const strip = (cmd: string[]) => cmd.filter((_, i) => i < 11 || i >= cmd.indexOf("--gpu-memory-utilization"));
+        expect(strip(r0)).toEqual(strip(serveCommand(spec)));
+    });
+
+    test("join fingerprint changes exactly when a rank's container ID changes", () => {
+        const fp = joinFingerprint(["a", "b"]);
+        expect(fp).toMatch(/^[0-9a-f]{16}$/);
+        expect(joinFingerprint(["a", "b"])).toBe(fp);
+        expect(joinFingerprint(["a", "c"])).not.toBe(fp);
+        expect(joinFingerprint(["b", "a"])).not.toBe(fp);
     });
 
     test("entrypoint reads the key from the mounted file into the exec'd process only", () => {

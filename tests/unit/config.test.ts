@@ -18,8 +18,19 @@ function problems(raw: unknown): string[] {
 }
 
 describe("committed stacks validate", () => {
-    test.each(["local", "spark", "four-node"])("%s", (stack) => {
+    test.each(["local", "local-native", "spark", "four-node"])("%s", (stack) => {
         expect(problems(loadStackRaw(stack))).toEqual([]);
+    });
+
+    test("backend defaults to ray; native.masterPort defaults to 29500", () => {
+        const raw = base();
+        delete raw.backend;
+        const c = validateConfig(raw);
+        expect(c.backend).toBe("ray");
+        expect(c.native).toEqual({ masterPort: 29500 });
+        const n = validateConfig(loadStackRaw("local-native"));
+        expect(n.backend).toBe("native");
+        expect(n.native.masterPort).toBe(29500);
     });
 
     test("spark: typed values and defaults", () => {
@@ -134,10 +145,55 @@ const cases: [string, (r: Raw) => void, string[]][] = [
         ["serve.extraArgs[0]: --api-key is managed by the program; set it through its own key (value not shown)"],
     ],
     ["unknown key (typo)", (r) => (r.nodes[0].fabricIP = r.nodes[0].fabricIp), ["nodes[0].fabricIP: unknown key"]],
+    ["unknown backend", (r) => (r.backend = "slurm"), ['backend: "slurm" must be one of ray, native']],
     [
-        "backend native is reserved",
-        (r) => (r.backend = "native"),
-        ['backend: "native" is not supported (supported: ray; native is reserved)'],
+        "native: master port clashes with serve on the head",
+        (r) => {
+            r.backend = "native";
+            r.native = { masterPort: 8001 };
+        },
+        ["native.masterPort: port 8001 clashes with serve.port on host spark-1"],
+    ],
+    [
+        "native: master port equal to the head's ssh port",
+        (r) => {
+            r.backend = "native";
+            r.native = { masterPort: 22 };
+        },
+        ["native.masterPort: port 22 clashes with nodes[0].sshPort on host spark-1"],
+    ],
+    [
+        "native: ray ports are ignored (not opened), so they cannot clash",
+        (r) => {
+            r.backend = "native";
+            r.ray.gcsPort = 8001;
+        },
+        [],
+    ],
+    ["ray: the native master port is ignored (not opened)", (r) => (r.native = { masterPort: 8001 }), []],
+    [
+        "native: bad master port",
+        (r) => (r.native = { masterPort: 70000 }),
+        ["native.masterPort: 70000 is out of range 1..65535 (TCP port)"],
+    ],
+    ["native: unknown key", (r) => (r.native = { masterAddr: "10.0.0.1" }), ["native.masterAddr: unknown key"]],
+    [
+        "native: TP x PP must still equal the total GPUs",
+        (r) => {
+            r.backend = "native";
+            r.serve.tensorParallelSize = 4;
+        },
+        [
+            "serve.tensorParallelSize: tensorParallelSize x pipelineParallelSize = 4 x 1 = 4 but the nodes offer 2 GPUs (TP x PP must equal total GPUs)",
+        ],
+    ],
+    [
+        "extraArgs may not set a native multi-node flag",
+        (r) => (r.serve.extraArgs = ["--node-rank=1", "--headless"]),
+        [
+            "serve.extraArgs[0]: --node-rank is managed by the program; set it through its own key (value not shown)",
+            "serve.extraArgs[1]: --headless is managed by the program; set it through its own key (value not shown)",
+        ],
     ],
     [
         "auto tool choice without parser",

@@ -1,5 +1,5 @@
 import * as pulumi from "@pulumi/pulumi";
-import { rayWorkerContainerArgs, serveContainerArgs } from "../../components/containerArgs";
+import { nativeServeContainerArgs, rayWorkerContainerArgs, serveContainerArgs } from "../../components/containerArgs";
 import { planCluster } from "../../infra/program";
 import { dockerRunArgv } from "../integration/dockerRun";
 import { loadStack } from "./harness";
@@ -75,5 +75,67 @@ describe("dockerRunArgv (direct driver's translation of docker.ContainerArgs)", 
         expect(() => dockerRunArgv(worker)).toThrow(/command is not a resolved value/);
         expect(() => dockerRunArgv({ ...serve, image: pulumi.output("sha256:abc") })).toThrow(/image is not a resolved value/);
         expect(() => dockerRunArgv({ ...serve, privileged: true })).toThrow(/unsupported container args: privileged/);
+    });
+
+    describe("native backend ranks (local-native stack)", () => {
+        const native = planCluster(loadStack("local-native"), "local-native");
+        const [r0, r1] = native.native;
+        const rank0 = dockerRunArgv(nativeServeContainerArgs({ ...r0, imageId: "sha256:abc" }));
+        const rank1 = dockerRunArgv(nativeServeContainerArgs({ ...r1, imageId: "sha256:abc", rank0ContainerId: "c0ffee" }));
+
+        test("plan: one rank per node, rank 0 on the head, master on the head's fabric IP", () => {
+            expect(native.native.map((r) => [r.node.name, r.rank])).toEqual([
+                ["spark-1", { nodeRank: 0, nnodes: 2, masterAddr: "10.232.0.11", masterPort: 29500 }],
+                ["spark-2", { nodeRank: 1, nnodes: 2, masterAddr: "10.232.0.11", masterPort: 29500 }],
+            ]);
+            expect(planCluster(loadStack("local"), "local").native).toEqual([]);
+        });
+
+        test("every rank is vllm-serve on host network/IPC pinned to its own fabric IP, without Ray", () => {
+            for (const [argv, ip] of [
+                [rank0, "10.232.0.11"],
+                [rank1, "10.232.0.12"],
+            ] as const) {
+                expect(argv.slice(0, 5)).toEqual(["docker", "run", "--detach", "--name", "vllm-serve"]);
+                expect(argv).toContain("--network=host");
+                expect(argv).toContain("--ipc=host");
+                expect(argv).toContain("--restart=on-failure:3");
+                const env = values(argv, "--env");
+                expect(env).toEqual(
+                    expect.arrayContaining([`VLLM_HOST_IP=${ip}`, "NCCL_SOCKET_IFNAME=fabric0", "GLOO_SOCKET_IFNAME=fabric0"]),
+                );
+                expect(env.some((e) => e.startsWith("RAY_ADDRESS="))).toBe(false);
+                expect(values(argv, "--label")).toEqual(
+                    expect.arrayContaining([
+                        "vllm-cluster.role=serve",
+                        "vllm-cluster.cluster-gpus=2",
+                        "vllm-cluster.tensor-parallel-size=2",
+                    ]),
+                );
+                expect(values(argv, "--volume").some((v) => v.includes("/ray"))).toBe(false);
+            }
+        });
+
+        test("rank 0 serves with the key file and owns the API and master ports; rank 1 is headless, keyless, follows rank 0", () => {
+            expect(values(rank0, "--label")).toEqual(
+                expect.arrayContaining([
+                    "vllm-cluster.node-rank=0",
+                    'vllm-cluster.ports={"serve":8000,"master":29500}',
+                    "vllm-cluster.api-key-file=/run/vllm-cluster/api-key",
+                ]),
+            );
+            expect(values(rank0, "--volume")).toContain("/var/lib/vllm-cluster/spark-1/api-key:/run/vllm-cluster/api-key:ro");
+            expect(rank0).toContain("--entrypoint=/bin/sh");
+            expect(rank0).not.toContain("--headless");
+
+            const l1 = values(rank1, "--label");
+            expect(l1).toEqual(
+                expect.arrayContaining(["vllm-cluster.node-rank=1", "vllm-cluster.ports={}", "vllm-cluster.rank0-container-id=c0ffee"]),
+            );
+            expect(l1.some((l) => l.startsWith("vllm-cluster.api-key-file"))).toBe(false);
+            expect(values(rank1, "--volume").some((v) => v.includes("api-key"))).toBe(false);
+            expect(rank1).toContain("--headless");
+            expect(rank1).toContain("--entrypoint=/usr/bin/env");
+        });
     });
 });

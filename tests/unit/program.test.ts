@@ -374,3 +374,152 @@ describe("restart scope: exactly these resources see changed inputs", () => {
         });
     });
 });
+
+describe("local-native stack (backend native): vLLM's own multi-node, no Ray", () => {
+    const NATIVE_T = "vllm-cluster:index:VllmNativeServe";
+    let cfg: ClusterConfig;
+    let run: Run;
+    beforeAll(async () => {
+        cfg = validateConfig(loadStackRaw("local-native"));
+        run = await runStack("local-native", cfg);
+    }, 120000);
+
+    test("graph: hosts, image, key, one serve container per host and rank 0's readiness; no Ray containers or probe", () => {
+        const rows: [string, string, string, string][] = [];
+        for (const n of cfg.nodes) {
+            rows.push(
+                [n.name, T.node, "", ""],
+                [`${n.name}-docker`, T.provider, n.name, ""],
+                [`${n.name}-preflight`, T.command, n.name, ""],
+            );
+            rows.push([`image-${n.name}`, T.presence, "image", ""]);
+        }
+        rows.push(["image", T.image, "", ""], ["api-key", T.password, "", ""]);
+        rows.push(
+            ["serve", NATIVE_T, "", ""],
+            ["serve-api-key-file", T.command, "serve", ""],
+            ["serve-rank-0-container", T.container, "serve", "spark-1-docker"],
+            ["serve-rank-1-container", T.container, "serve", "spark-2-docker"],
+            ["serve-readiness", T.command, "serve", ""],
+        );
+        expect(run.resources.map((r) => [r.name, r.type, r.parent, r.provider])).toEqual(rows.sort((a, b) => a[0].localeCompare(b[0])));
+        for (const r of run.resources.filter((x) => x.type === T.container)) {
+            expect(r.inputs.name).toBe("vllm-serve");
+            expect(r.inputs).toMatchObject({
+                networkMode: "host",
+                ipcMode: "host",
+                restart: "on-failure",
+                maxRetryCount: 3,
+                mustRun: true,
+            });
+            expect(r.deleteBeforeReplace).toBe(true);
+            expect(labelsOf(r)["vllm-cluster.stack"]).toBe("local-native");
+        }
+    });
+
+    test("dependencies are data: rank 1 takes rank 0's container ID, readiness takes every rank's", () => {
+        const r0 = get(run, "serve-rank-0-container");
+        const r1 = get(run, "serve-rank-1-container");
+        expect(r0.propertyDependencies.image).toEqual(["image-spark-1"]);
+        expect(r0.dependencies).toContain("serve-api-key-file");
+        expect(r1.propertyDependencies.image).toEqual(["image-spark-2"]);
+        expect(r1.propertyDependencies.labels).toEqual(["serve-rank-0-container"]);
+        expect(labelsOf(r1)["vllm-cluster.rank0-container-id"]).toMatch(/^ctr-/);
+        expect(get(run, "serve-readiness").propertyDependencies.triggers).toEqual(["serve-rank-0-container", "serve-rank-1-container"]);
+        expect(get(run, "serve-api-key-file").propertyDependencies.stdin).toEqual(["api-key"]);
+    });
+
+    test("command lines and labels per rank", () => {
+        const r0 = get(run, "serve-rank-0-container");
+        const r1 = get(run, "serve-rank-1-container");
+        const flags = (r: Rec) => {
+            const c = r.inputs.command as string[];
+            return ["--nnodes", "--node-rank", "--master-addr", "--master-port", "--distributed-executor-backend"].map(
+                (f) => c[c.indexOf(f) + 1],
+            );
+        };
+        expect(flags(r0)).toEqual(["2", "0", "10.232.0.11", "29500", "mp"]);
+        expect(flags(r1)).toEqual(["2", "1", "10.232.0.11", "29500", "mp"]);
+        expect(r0.inputs.command).not.toContain("--headless");
+        expect(r1.inputs.command).toContain("--headless");
+        expect(r0.inputs.entrypoints).toEqual(["/bin/sh", "-c", 'VLLM_API_KEY="$(cat /run/vllm-cluster/api-key)" exec "$@"', "vllm-serve"]);
+        expect(r1.inputs.entrypoints).toEqual(["/usr/bin/env"]);
+        expect(envOf(r0).VLLM_HOST_IP).toBe("10.232.0.11");
+        expect(envOf(r1).VLLM_HOST_IP).toBe("10.232.0.12");
+        expect(envOf(r1).NCCL_SOCKET_IFNAME).toBe("fabric0");
+        expect(envOf(r1).GLOO_SOCKET_IFNAME).toBe("fabric0");
+        expect(labelsOf(r0)).toMatchObject({
+            "vllm-cluster.role": "serve",
+            "vllm-cluster.node-rank": "0",
+            "vllm-cluster.ports": JSON.stringify({ serve: 8000, master: 29500 }),
+            "vllm-cluster.api-key-file": "/run/vllm-cluster/api-key",
+            "vllm-cluster.cluster-gpus": "2",
+        });
+        expect(labelsOf(r1)).toMatchObject({ "vllm-cluster.role": "serve", "vllm-cluster.node-rank": "1", "vllm-cluster.ports": "{}" });
+        expect(labelsOf(r1)["vllm-cluster.api-key-file"]).toBeUndefined();
+    });
+
+    test("the API key travels only as the key file's secret stdin", () => {
+        for (const r of run.resources) {
+            const inputs = { ...r.inputs };
+            if (r.name === "serve-api-key-file") {
+                expect(inputs.stdin).toEqual({ [SECRET_SIG]: SECRET_SIG_VALUE, value: MOCK_API_KEY });
+                delete inputs.stdin;
+            }
+            expect(JSON.stringify(inputs)).not.toContain(MOCK_API_KEY);
+        }
+        expect(run.resolved.apiKeyIsSecret).toBe(true);
+    });
+
+    test("outputs: endpoint on the head, a join fingerprint, no Ray dashboard", () => {
+        expect(run.resolved.endpoint).toBe("http://10.231.0.11:8000/v1");
+        expect(run.resolved.clusterFingerprint).toMatch(/^[0-9a-f]{16}$/);
+        expect(run.outputs.rayDashboard).toBe("none (backend native runs no Ray)");
+    });
+
+    async function scope(mutate: (raw: Raw) => void) {
+        const raw = deepClone(loadStackRaw("local-native"));
+        mutate(raw);
+        return diffRuns(run, await runStack("local-native", validateConfig(raw)));
+    }
+
+    test("restart scope: nothing changed, nothing changes", async () => {
+        expect(await scope(() => undefined)).toEqual({ added: [], removed: [], changed: [] });
+    });
+
+    test("restart scope: a serve argument replaces every rank's serve container (and re-checks), nothing else", async () => {
+        expect(await scope((r) => (r.serve.maxModelLen = 2048))).toEqual({
+            added: [],
+            removed: [],
+            changed: ["serve-rank-0-container", "serve-rank-1-container", "serve-readiness"],
+        });
+    });
+
+    test("restart scope: ray-only keys are ignored by backend native", async () => {
+        expect(await scope((r) => (r.ray = { gcsPort: 6380, dashboardPort: 8266 }))).toEqual({ added: [], removed: [], changed: [] });
+    });
+
+    test("restart scope: the master port replaces every rank", async () => {
+        expect(await scope((r) => (r.native.masterPort = 29600))).toEqual({
+            added: [],
+            removed: [],
+            changed: ["serve-rank-0-container", "serve-rank-1-container", "serve-readiness"],
+        });
+    });
+
+    test("switching backend ray -> native swaps the Ray containers and probe for serve ranks", async () => {
+        const raw = deepClone(loadStackRaw("local"));
+        raw.backend = "native";
+        const d = diffRuns(runs.local, await runStack("local", validateConfig(raw)));
+        expect(d.added).toEqual(["serve-rank-0-container", "serve-rank-1-container"]);
+        expect(d.removed).toEqual([
+            "cluster-ready",
+            "cluster-ready-probe",
+            "ray-head",
+            "ray-head-container",
+            "ray-worker-spark-2",
+            "ray-worker-spark-2-container",
+            "serve-container",
+        ]);
+    });
+});
