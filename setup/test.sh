@@ -9,7 +9,7 @@
 # (skipped), never as passed. Ends with one line "N passed, N failed, N skipped" counting stages.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$root"
+cd "$root" || exit 1
 fast=0
 [[ "${1:-}" == "--fast" ]] && fast=1
 
