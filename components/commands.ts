@@ -143,11 +143,11 @@ export function raySessionHostDir(stateDir: string, node: string): string {
 
 /**
  * Remote script that checks what the seeds found broken by hand: the docker engine answers, the fabric IP is
- * configured on the named interface, and (with the nvidia runtime) the GPU count matches. It also creates the
- * node's state dir (<stateDir>/<node>/ray) as the login user. Prints one JSON line
- * of facts: {"node","arch","dockerVersion","gpusSeen"}.
+ * configured on the named interface, no other process holds a host port this node's containers will listen on
+ * (`ports`), and (with the nvidia runtime) the GPU count matches. It also creates the node's state dir
+ * (<stateDir>/<node>/ray) as the login user. Prints one JSON line of facts: {"node","arch","dockerVersion","gpusSeen"}.
  */
-export function preflightScript(n: NodeSpec, stateDir: string): string {
+export function preflightScript(n: NodeSpec, stateDir: string, ports: readonly number[]): string {
     const lines = [
         "set -u",
         `node=${shellQuote(n.name)}`,
@@ -164,6 +164,7 @@ export function preflightScript(n: NodeSpec, stateDir: string): string {
         `printf '%s\\n' "$addrs" | grep -qF ${shellQuote(`inet ${n.fabricIp}/`)} || fail ${shellQuote(
             `fabric IP ${n.fabricIp} is not on interface ${n.fabricInterface}`,
         )}" (has: $(printf '%s\\n' "$addrs" | awk '{print $4}' | tr '\\n' ' '))"`,
+        ...portsFreeLines(ports),
     ];
     if (n.gpuRuntime === "nvidia") {
         lines.push(
@@ -181,8 +182,42 @@ export function preflightScript(n: NodeSpec, stateDir: string): string {
     return lines.join("\n");
 }
 
-export function preflightCommand(t: SshTarget, n: NodeSpec, stateDir: string): string {
-    return remoteScriptCommand(t, `preflight on node ${n.name}`, preflightScript(n, stateDir));
+export function preflightCommand(t: SshTarget, n: NodeSpec, stateDir: string, ports: readonly number[]): string {
+    return remoteScriptCommand(t, `preflight on node ${n.name}`, preflightScript(n, stateDir, ports));
+}
+
+/**
+ * Preflight lines (POSIX sh, after `fail` and `node` are defined) that fail naming each port another process
+ * already listens on (TCP, any address, from `ss -Hltn`). Our own listeners are accepted: while a project
+ * container (label vllm-cluster.managed=true) runs on the host, a held port is taken to be ours, so preflight
+ * re-runs against a deployed cluster. Without `ss` the check is skipped with a warning on stderr. No ports: no lines.
+ */
+function portsFreeLines(ports: readonly number[]): string[] {
+    if (ports.length === 0) {
+        return [];
+    }
+    const list = ports.join(" ");
+    const skip = `not checking that ports ${list} are free`;
+    return [
+        `if ! command -v ss >/dev/null 2>&1; then`,
+        `    echo "preflight warning on node $node: ss (iproute2) not found; ${skip}" >&2`,
+        `elif ! listening=$(ss -Hltn 2>&1); then`,
+        `    echo "preflight warning on node $node: ss -Hltn failed ($listening); ${skip}" >&2`,
+        `else`,
+        `    taken=""`,
+        `    for p in ${list}; do`,
+        `        printf '%s\\n' "$listening" | grep -Eq ":\${p}[[:space:]]" && taken="$taken $p"`,
+        `    done`,
+        `    if [ -n "$taken" ]; then`,
+        `        ours=$(docker ps --quiet --filter ${shellQuote(`label=${LABEL_PREFIX}managed=true`)} 2>&1) || fail "docker ps failed: $ours"`,
+        `        if [ -z "$ours" ]; then`,
+        `            msg=""`,
+        `            for p in $taken; do msg="$msg; port $p is already in use on the host, not by this project (see who holds it: ss -ltnp 'sport = :$p')"; done`,
+        `            fail "\${msg#; }"`,
+        `        fi`,
+        `    fi`,
+        `fi`,
+    ];
 }
 
 // ---------------------------------------------------------------------------------------------------------

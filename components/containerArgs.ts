@@ -137,6 +137,11 @@ export interface RayWorkerContainerParams extends ContainerParams {
     objectStoreMemoryBytes?: number;
 }
 
+/** Host ports a Ray worker listens on: none configured (it dials the head; Ray's own worker ports are dynamic). */
+export function rayWorkerPorts(): Record<string, number> {
+    return {};
+}
+
 /** A Ray worker container joining the head over the fabric with its own fabric IP. */
 export function rayWorkerContainerArgs(p: RayWorkerContainerParams): docker.ContainerArgs {
     return baseContainerArgs({
@@ -148,7 +153,7 @@ export function rayWorkerContainerArgs(p: RayWorkerContainerParams): docker.Cont
             rayWorkerCommand({ node: p.node, headAddress, objectStoreMemoryBytes: p.objectStoreMemoryBytes }),
         ),
         envs: nodeEnv(p.node),
-        labels: containerLabels({ stack: p.stack, role: "ray-worker", node: p.node, imageRef: p.imageRef, ports: {} }),
+        labels: containerLabels({ stack: p.stack, role: "ray-worker", node: p.node, imageRef: p.imageRef, ports: rayWorkerPorts() }),
         dynamicLabels: [{ label: `${LABEL_PREFIX}head-container-id`, value: p.headContainerId }],
         volumes: [modelVolume(p.model.hostPath, p.model.containerPath)],
         shmSize: p.shmSize,
@@ -167,6 +172,11 @@ export interface ServeContainerParams extends ContainerParams {
     clusterGpus: number;
 }
 
+/** Host ports the serve container (backend ray, on the head) listens on: the API. */
+export function servePorts(p: Pick<ServeContainerParams, "serve">): Record<string, number> {
+    return { serve: p.serve.port };
+}
+
 /**
  * vllm serve on the head: the key is read from the read-only mounted file by the entrypoint (never in Cmd, Env
  * or labels), and the Ray session dir is shared with the head container.
@@ -180,7 +190,7 @@ export function serveContainerArgs(p: ServeContainerParams): docker.ContainerArg
         command: serveCommand(p.serve),
         envs: mapInput(p.rayAddress, (addr) => serveEnv(p.node, addr)),
         labels: containerLabels(
-            { stack: p.stack, role: "serve", node: p.node, imageRef: p.imageRef, ports: { serve: p.serve.port } },
+            { stack: p.stack, role: "serve", node: p.node, imageRef: p.imageRef, ports: servePorts(p) },
             {
                 "tensor-parallel-size": String(p.serve.tensorParallelSize),
                 "pipeline-parallel-size": String(p.serve.pipelineParallelSize),
@@ -210,6 +220,14 @@ export interface NativeServeContainerParams extends ContainerParams {
      * other rank too: they joined its rendezvous and must restart together.
      */
     rank0ContainerId?: pulumi.Input<string>;
+}
+
+/**
+ * The host ports a node's containers listen on, as plain sorted numbers: the values of the same port maps the
+ * containers carry in their `vllm-cluster.ports` label, so preflight checks exactly what will be opened.
+ */
+export function listenPorts(...labels: Record<string, number>[]): number[] {
+    return [...new Set(labels.flatMap((l) => Object.values(l)))].sort((a, b) => a - b);
 }
 
 /** Host ports a native rank listens on: rank 0 the API and the rendezvous, the others none (they only dial out). */

@@ -10,6 +10,8 @@ export interface SparkNodeArgs {
     ssh: SshTarget;
     /** Host directory for per-node state (API key file, Ray session dir); preflight creates it. */
     stateDir: string;
+    /** Host ports this node's containers will listen on; preflight fails if another process holds one. */
+    ports: readonly number[];
 }
 
 /** Facts the preflight reports about a host. */
@@ -46,7 +48,7 @@ export class SparkNode extends pulumi.ComponentResource {
 
         this.preflight = new command.local.Command(
             `${name}-preflight`,
-            { create: preflightCommand(args.ssh, args.node, args.stateDir) },
+            { create: preflightCommand(args.ssh, args.node, args.stateDir, args.ports) },
             { parent: this },
         );
 

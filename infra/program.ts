@@ -1,8 +1,16 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as random from "@pulumi/random";
 import { ClusterReady } from "../components/clusterReady";
-import { ClusterReadySpec, SshTarget, dashboardTunnelHint, sshTargetOf } from "../components/commands";
-import { RayHeadContainerParams, RayWorkerContainerParams, ServeContainerParams } from "../components/containerArgs";
+import { ClusterReadySpec, SshTarget, dashboardTunnelHint, rayHeadPortsLabel, sshTargetOf } from "../components/commands";
+import {
+    RayHeadContainerParams,
+    RayWorkerContainerParams,
+    ServeContainerParams,
+    listenPorts,
+    nativeServePorts,
+    rayWorkerPorts,
+    servePorts,
+} from "../components/containerArgs";
 import { ImageDistribution } from "../components/imageDistribution";
 import { NativeRankParams, VllmNativeServe } from "../components/nativeServe";
 import { RayHead } from "../components/rayHead";
@@ -29,7 +37,11 @@ export interface ClusterOutputs {
 export interface ClusterPlan {
     stack: string;
     backend: ClusterConfig["backend"];
-    nodes: { node: NodeConfig; ssh: SshTarget }[];
+    /**
+     * Every host with the host ports its containers will listen on (from the same port maps as their
+     * `vllm-cluster.ports` labels): preflight fails if another process already holds one.
+     */
+    nodes: { node: NodeConfig; ssh: SshTarget; ports: number[] }[];
     stateDir: string;
     image: { ref: string; source: ClusterConfig["image"]["source"]; sourceNode?: string };
     rayHead: Omit<RayHeadContainerParams, "imageId">;
@@ -73,10 +85,30 @@ export function planCluster(cfg: ClusterConfig, stack: string): ClusterPlan {
         extraArgs: cfg.serve.extraArgs,
     };
     const rankOrder = [cfg.head, ...cfg.workers];
+    const native =
+        cfg.backend === "native"
+            ? rankOrder.map((node, nodeRank) => ({
+                  ...common,
+                  node,
+                  serve: serveSpec,
+                  stateDir: cfg.stateDir,
+                  clusterGpus: cfg.totalGpus,
+                  rank: { nodeRank, nnodes: rankOrder.length, masterAddr: cfg.head.fabricIp, masterPort: cfg.native.masterPort },
+              }))
+            : [];
+    // Per host, the port maps of the containers this backend puts there (the same maps their labels carry).
+    const portsOf = (n: NodeConfig): number[] => {
+        if (cfg.backend === "native") {
+            return listenPorts(...native.filter((r) => r.node.name === n.name).map((r) => nativeServePorts(r)));
+        }
+        return n.name === cfg.head.name
+            ? listenPorts(rayHeadPortsLabel(ports), servePorts({ serve: serveSpec }))
+            : listenPorts(rayWorkerPorts());
+    };
     return {
         stack,
         backend: cfg.backend,
-        nodes: cfg.nodes.map((n) => ({ node: n, ssh: sshTargetOf(n, cfg.ssh) })),
+        nodes: cfg.nodes.map((n) => ({ node: n, ssh: sshTargetOf(n, cfg.ssh), ports: portsOf(n) })),
         stateDir: cfg.stateDir,
         image: { ref: cfg.image.ref, source: cfg.image.source, sourceNode: cfg.image.sourceNode },
         rayHead: { ...common, node: cfg.head, ports, objectStoreMemoryBytes: cfg.ray.objectStoreMemoryBytes, stateDir: cfg.stateDir },
@@ -95,17 +127,7 @@ export function planCluster(cfg: ClusterConfig, stack: string): ClusterPlan {
             clusterGpus: cfg.totalGpus,
             readyTimeoutSeconds: cfg.serve.readyTimeoutSeconds,
         },
-        native:
-            cfg.backend === "native"
-                ? rankOrder.map((node, nodeRank) => ({
-                      ...common,
-                      node,
-                      serve: serveSpec,
-                      stateDir: cfg.stateDir,
-                      clusterGpus: cfg.totalGpus,
-                      rank: { nodeRank, nnodes: rankOrder.length, masterAddr: cfg.head.fabricIp, masterPort: cfg.native.masterPort },
-                  }))
-                : [],
+        native,
         apiKeyLength: 48,
     };
 }
@@ -117,8 +139,8 @@ export function planCluster(cfg: ClusterConfig, stack: string): ClusterPlan {
 export function buildCluster(cfg: ClusterConfig, stack: string): ClusterOutputs {
     const plan = planCluster(cfg, stack);
     const hosts = new Map<string, SparkNode>();
-    for (const { node, ssh } of plan.nodes) {
-        hosts.set(node.name, new SparkNode(node.name, { node, ssh, stateDir: plan.stateDir }));
+    for (const { node, ssh, ports } of plan.nodes) {
+        hosts.set(node.name, new SparkNode(node.name, { node, ssh, stateDir: plan.stateDir, ports }));
     }
     const host = (name: string): SparkNode => hosts.get(name)!;
     const head = host(cfg.head.name);

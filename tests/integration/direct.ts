@@ -217,11 +217,15 @@ export class DirectDriver {
         return this.cfg.head.name;
     }
 
-    /** SparkNode's preflight for one node (optionally with other node facts, e.g. a wrong fabric interface). */
+    /**
+     * SparkNode's preflight for one node (optionally with other node facts, e.g. a wrong fabric interface), with
+     * the host ports the plan gives that node.
+     */
     async preflightNode(node: NodeSpec): Promise<NodeFacts> {
+        const ports = this.plan.nodes.find((n) => n.node.name === node.name)?.ports ?? [];
         const out = await mustRun(
             `preflight on node ${node.name}`,
-            runShell(preflightCommand(this.target(node.name), node, this.plan.stateDir), { timeoutMs: 90_000 }),
+            runShell(preflightCommand(this.target(node.name), node, this.plan.stateDir, ports), { timeoutMs: 90_000 }),
         );
         return parseFacts(node.name, out);
     }

@@ -137,20 +137,24 @@ describe("ssh", () => {
 
 describe("preflight", () => {
     test("nvidia host checks docker, fabric IP on interface and GPU count", () => {
-        const s = preflightScript(spark1, "/var/lib/vllm-cluster");
+        const s = preflightScript(spark1, "/var/lib/vllm-cluster", [6379, 8000, 8265, 10001]);
         syntaxOk("sh", s);
         expect(s).toContain("docker version --format '{{.Server.Version}}'");
         expect(s).toContain("ip -o -4 addr show dev enp1s0f1np1");
         expect(s).toContain("grep -qF 'inet 192.168.200.12/'");
         expect(s).toContain("fabric IP 192.168.200.12 is not on interface enp1s0f1np1");
         expect(s).toContain("nvidia-smi -L");
+        expect(s).toContain("for p in 6379 8000 8265 10001; do");
+        syntaxOk("sh", preflightScript(spark1, "/var/lib/vllm-cluster", []));
         expect(s).toMatchSnapshot();
     });
 
     test("simulated host skips nvidia-smi", () => {
-        const s = preflightScript(sim, "/var/lib/vllm-cluster");
+        const s = preflightScript(sim, "/var/lib/vllm-cluster", []);
         expect(s).not.toContain("nvidia-smi");
-        expect(preflightCommand(target, sim, "/var/lib/vllm-cluster")).toMatchSnapshot();
+        // a node whose containers listen on no port (a Ray worker) gets no port check at all
+        expect(s).not.toContain("ss -Hltn");
+        expect(preflightCommand(target, sim, "/var/lib/vllm-cluster", [])).toMatchSnapshot();
     });
 
     test("runs against fake docker/ip: reports facts, or fails naming the host", () => {
@@ -162,12 +166,12 @@ describe("preflight", () => {
         write("ip", `echo "3: fabric0    inet 10.232.0.12/24 brd 10.232.0.255 scope global fabric0"`);
         const env = { ...process.env, PATH: `${dir}:${process.env.PATH}` };
         const stateDir = path.join(dir, "state");
-        const ok = spawnSync("sh", ["-c", preflightScript(sim, stateDir)], { encoding: "utf8", env });
+        const ok = spawnSync("sh", ["-c", preflightScript(sim, stateDir, [])], { encoding: "utf8", env });
         expect(ok.status).toBe(0);
         expect(JSON.parse(ok.stdout)).toMatchObject({ node: "spark-2", dockerVersion: "28.0.1", gpusSeen: 1 });
         expect(fs.statSync(path.join(stateDir, "spark-2", "ray")).isDirectory()).toBe(true);
 
-        const wrongIp = spawnSync("sh", ["-c", preflightScript({ ...sim, fabricIp: "10.232.0.1" }, stateDir)], {
+        const wrongIp = spawnSync("sh", ["-c", preflightScript({ ...sim, fabricIp: "10.232.0.1" }, stateDir, [])], {
             encoding: "utf8",
             env,
         });
@@ -177,18 +181,106 @@ describe("preflight", () => {
         );
 
         write("docker", `echo "Cannot connect to the Docker daemon" >&2; exit 1`);
-        const noDocker = spawnSync("sh", ["-c", preflightScript(sim, stateDir)], { encoding: "utf8", env });
+        const noDocker = spawnSync("sh", ["-c", preflightScript(sim, stateDir, [])], { encoding: "utf8", env });
         expect(noDocker.status).toBe(1);
         expect(noDocker.stderr).toContain("preflight failed on node spark-2 (root@10.231.0.12): docker engine unreachable");
 
         write("docker", `echo 28.0.1`);
         write("nvidia-smi", `echo "GPU 0: NVIDIA GB10"`);
-        const twoGpus = spawnSync("sh", ["-c", preflightScript({ ...sim, gpuRuntime: "nvidia", gpus: 2 }, stateDir)], {
+        const twoGpus = spawnSync("sh", ["-c", preflightScript({ ...sim, gpuRuntime: "nvidia", gpus: 2 }, stateDir, [])], {
             encoding: "utf8",
             env,
         });
         expect(twoGpus.status).toBe(1);
         expect(twoGpus.stderr).toContain("expected 2 GPU(s), nvidia-smi -L lists 1");
+        fs.rmSync(dir, { recursive: true });
+    });
+
+    test("ports: free ones pass; one held by another process fails naming node and port; ours are accepted; no ss warns", () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "preflight-ports-"));
+        const bin = path.join(dir, "bin");
+        fs.mkdirSync(bin);
+        const write = (name: string, body: string) => {
+            fs.writeFileSync(path.join(bin, name), `#!/bin/sh\n${body}\n`, { mode: 0o755 });
+        };
+        // PATH is only this directory: the fakes plus the real tools the script needs (so `ss` can be missing)
+        for (const tool of ["mkdir", "grep", "awk", "tr", "uname", "cat"]) {
+            const real = spawnSync("sh", ["-c", `command -v ${tool}`], { encoding: "utf8" }).stdout.trim();
+            fs.symlinkSync(real, path.join(bin, tool));
+        }
+        const listeners = path.join(dir, "listeners");
+        const running = path.join(dir, "running");
+        // `ss -Hltn` prints the listeners file; `docker ps` the running-containers file, only for the project's label
+        write("ss", `[ "$*" = "-Hltn" ] || exit 2\ncat ${listeners}`);
+        write(
+            "docker",
+            [
+                `case "$1" in`,
+                `version) echo 28.0.1 ;;`,
+                `ps) [ "$*" = "ps --quiet --filter label=vllm-cluster.managed=true" ] || exit 2; cat ${running} ;;`,
+                `*) exit 2 ;;`,
+                `esac`,
+            ].join("\n"),
+        );
+        write("ip", `echo "3: fabric0    inet 10.232.0.12/24 brd 10.232.0.255 scope global fabric0"`);
+        const env = { PATH: bin, HOME: dir };
+        const head = { ...sim, name: "spark-1", sshHost: "10.231.0.11" };
+        const run = (ports: number[]) =>
+            spawnSync("/bin/sh", ["-c", preflightScript(head, path.join(dir, "state"), ports)], { encoding: "utf8", env });
+        const ports = [6379, 8000, 8265, 10001];
+
+        // free: other listeners only (sshd, a port that merely ends in 8000, a client port), none of ours
+        fs.writeFileSync(
+            listeners,
+            [
+                "LISTEN 0      128          0.0.0.0:22         0.0.0.0:*",
+                "LISTEN 0      128          0.0.0.0:18000      0.0.0.0:*",
+                "LISTEN 0      4096       127.0.0.1:80         0.0.0.0:*",
+                "LISTEN 0      128             [::]:22            [::]:*",
+            ].join("\n") + "\n",
+        );
+        fs.writeFileSync(running, "");
+        const free = run(ports);
+        expect(free.stderr).toBe("");
+        expect(free.status).toBe(0);
+        expect(JSON.parse(free.stdout)).toMatchObject({ node: "spark-1" });
+
+        // taken: a stopped proxy still holds 8000 (IPv6 any address), no project container runs
+        fs.appendFileSync(listeners, "LISTEN 0      511               *:8000             *:*\n");
+        const taken = run(ports);
+        expect(taken.status).toBe(1);
+        expect(taken.stdout).toBe("");
+        expect(taken.stderr.trim()).toBe(
+            "preflight failed on node spark-1 (root@10.231.0.11): port 8000 is already in use on the host, not by this project " +
+                "(see who holds it: ss -ltnp 'sport = :8000')",
+        );
+        // two taken ports: both named
+        fs.appendFileSync(listeners, "LISTEN 0      511     10.232.0.11:6379       0.0.0.0:*\n");
+        const two = run(ports);
+        expect(two.status).toBe(1);
+        expect(two.stderr).toContain(
+            "port 6379 is already in use on the host, not by this project (see who holds it: ss -ltnp 'sport = :6379')",
+        );
+        expect(two.stderr).toContain("port 8000 is already in use");
+
+        // a re-run against the deployed cluster: a project container runs, so the listeners are ours
+        fs.writeFileSync(running, "3f2a9c1d0b7e\n");
+        const ours = run(ports);
+        expect(ours.stderr).toBe("");
+        expect(ours.status).toBe(0);
+
+        // a node whose containers listen on nothing is not checked
+        fs.writeFileSync(running, "");
+        expect(run([]).status).toBe(0);
+
+        // no ss on the host: one warning line, and the check is skipped
+        fs.rmSync(path.join(bin, "ss"));
+        const noSs = run(ports);
+        expect(noSs.status).toBe(0);
+        expect(noSs.stderr).toBe(
+            "preflight warning on node spark-1: ss (iproute2) not found; not checking that ports 6379 8000 8265 10001 are free\n",
+        );
+        expect(JSON.parse(noSs.stdout)).toMatchObject({ node: "spark-1", gpusSeen: 1 });
         fs.rmSync(dir, { recursive: true });
     });
 });

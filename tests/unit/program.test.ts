@@ -61,6 +61,26 @@ function expectedGraph(cfg: ClusterConfig): [string, string, string, string][] {
     return rows.sort((a, b) => a[0].localeCompare(b[0]));
 }
 
+/**
+ * Each host's preflight checks exactly the host ports its containers say they listen on (their
+ * `vllm-cluster.ports` labels), and a host whose containers listen on none gets no port check.
+ */
+function expectPreflightPortsMatchLabels(run: Run, cfg: ClusterConfig): void {
+    for (const n of cfg.nodes) {
+        const labelled = run.resources
+            .filter((r) => r.type === T.container && r.provider === `${n.name}-docker`)
+            .flatMap((r) => Object.values(JSON.parse(labelsOf(r)["vllm-cluster.ports"]) as Record<string, number>));
+        const ports = [...new Set(labelled)].sort((a, b) => a - b);
+        const create = get(run, `${n.name}-preflight`).inputs.create as string;
+        if (ports.length === 0) {
+            expect(create).not.toContain("ss -Hltn");
+        } else {
+            expect(create).toContain(`for p in ${ports.join(" ")}; do`);
+            expect(create).toContain("ss -Hltn");
+        }
+    }
+}
+
 type Raw = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const runs: Record<string, Run> = {};
@@ -97,6 +117,15 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
             expect(labels["vllm-cluster.managed"]).toBe("true");
             expect(labels["vllm-cluster.stack"]).toBe(stack);
             expect(labels["vllm-cluster.image-ref"]).toBe(configs[stack].image.ref);
+        }
+    });
+
+    test("preflight checks the host ports each node's containers label (head: serve + Ray; workers: none)", () => {
+        expectPreflightPortsMatchLabels(runs[stack], configs[stack]);
+        const head = get(runs[stack], `${configs[stack].head.name}-preflight`).inputs.create as string;
+        const r = configs[stack].ray;
+        for (const port of [configs[stack].serve.port, r.gcsPort, r.dashboardPort, r.clientPort]) {
+            expect(head).toMatch(new RegExp(`for p in [0-9 ]*\\b${port}\\b`));
         }
     });
 
@@ -348,11 +377,21 @@ describe("restart scope: exactly these resources see changed inputs", () => {
     });
 
     test("head replaced (a Ray head setting): workers follow it, cluster re-checked, serve restarts", async () => {
+        // a port setting also re-runs the head's preflight, which checks that the new port is free there
         expect(await scope("spark", (r) => (r.ray.dashboardPort = 8266))).toEqual({
             added: [],
             removed: [],
-            changed: ["cluster-ready-probe", "ray-head-container", "ray-worker-spark-2-container", "serve-container", "serve-readiness"],
+            changed: [
+                "cluster-ready-probe",
+                "ray-head-container",
+                "ray-worker-spark-2-container",
+                "serve-container",
+                "serve-readiness",
+                "spark-1-preflight",
+            ],
         });
+        // a setting that is no port leaves preflight alone
+        expect((await scope("spark", (r) => (r.ray.objectStoreMemoryBytes = 2_000_000_000))).changed).not.toContain("spark-1-preflight");
     });
 
     test("added host: one new worker, cluster re-checked, serve restarts with the new parallelism", async () => {
@@ -415,6 +454,11 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
             expect(r.deleteBeforeReplace).toBe(true);
             expect(labelsOf(r)["vllm-cluster.stack"]).toBe("local-native");
         }
+    });
+
+    test("preflight checks the host ports each rank labels: rank 0 serve + master port, other ranks none", () => {
+        expectPreflightPortsMatchLabels(run, cfg);
+        expect(get(run, `${cfg.head.name}-preflight`).inputs.create).toContain(`for p in ${cfg.serve.port} ${cfg.native.masterPort}; do`);
     });
 
     test("dependencies are data: rank 1 takes rank 0's container ID, readiness takes every rank's", () => {
@@ -503,7 +547,7 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
         expect(await scope((r) => (r.native.masterPort = 29600))).toEqual({
             added: [],
             removed: [],
-            changed: ["serve-rank-0-container", "serve-rank-1-container", "serve-readiness"],
+            changed: ["serve-rank-0-container", "serve-rank-1-container", "serve-readiness", "spark-1-preflight"],
         });
     });
 
