@@ -4,11 +4,12 @@
  * stand-in serves. Every step uses the program's own builders and its image provider. Run by
  * tests/integration/run.sh (`npx jest --selectProjects integration --runInBand`), never by the unit run.
  */
+import { spawn } from "child_process";
 import * as fs from "fs";
 import * as http from "http";
 import * as os from "os";
 import * as path from "path";
-import { RAY_WORKER_CONTAINER, SshTarget, sshArgv } from "../../components/commands";
+import { LABEL_PREFIX, RAY_WORKER_CONTAINER, SshTarget, sshArgv } from "../../components/commands";
 import { rayWorkerContainerArgs } from "../../components/containerArgs";
 import { imagePresenceProvider } from "../../components/imageProvider";
 import { NodeFacts } from "../../components/sparkNode";
@@ -81,6 +82,29 @@ async function ssh1(node: string, remote: string[], timeoutMs = 60_000): Promise
     return r.stdout;
 }
 
+/** The testbed's network namespace of the head (spark-i lives in vcl-h<i>; see tests/testbed/README.md). */
+const HEAD_NETNS = "vcl-h1";
+
+/** Whether something listens on TCP `port` inside the head's namespace (what the head's own `ss` sees). */
+async function headListens(port: number): Promise<boolean> {
+    const r = await runArgv(["ip", "netns", "exec", HEAD_NETNS, "ss", "-Hltn", `sport = :${port}`], { timeoutMs: 10_000 });
+    if (r.code !== 0) {
+        throw new Error(`ss in ${HEAD_NETNS} failed (exit ${r.code}): ${r.stderr.trim()}`);
+    }
+    return r.stdout.trim() !== "";
+}
+
+/** Polls `cond` every 250 ms until it is true; throws after `timeoutMs`. */
+async function waitFor(what: string, cond: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!(await cond())) {
+        if (Date.now() > deadline) {
+            throw new Error(`${what}: not within ${timeoutMs} ms`);
+        }
+        await new Promise((r) => setTimeout(r, 250));
+    }
+}
+
 let facts: Record<string, NodeFacts>;
 let imageIds: Record<string, string>;
 let up: UpResult;
@@ -129,6 +153,41 @@ describe("vllm-cluster on simulated hosts via the direct driver (not Pulumi)", (
         await expect(driver.preflightNode({ ...worker, fabricIp: "10.232.0.99" })).rejects.toThrow(
             /preflight failed on node spark-2 .*fabric IP 10\.232\.0\.99 is not on interface fabric0 \(has: 10\.232\.0\.12\/24/,
         );
+    }, 120_000);
+
+    test("preflight fails naming node and port while another process holds the serve port on the head; passes once it is gone", async () => {
+        // the manual deployment's stopped proxy: something that is not this project still listens on the serve port
+        const port = cfg.serve.port;
+        expect(driver.plan.nodes.find((n) => n.node.name === head.name)?.ports).toContain(port);
+        const ours = await dockerOn(ssh(head.name), ["ps", "--quiet", "--filter", `label=${LABEL_PREFIX}managed=true`]);
+        expect(ours.code).toBe(0);
+        expect(ours.stdout.trim()).toBe(""); // no project container on spark-1 at this point
+        expect(await headListens(port)).toBe(false);
+        const python = fs.existsSync("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+        const squatter = spawn("ip", ["netns", "exec", HEAD_NETNS, python, "-m", "http.server", String(port), "--bind", head.sshHost], {
+            stdio: "ignore",
+            detached: true,
+        });
+        const stop = () => {
+            if (squatter.exitCode === null && squatter.signalCode === null && squatter.pid !== undefined) {
+                process.kill(-squatter.pid, "SIGKILL");
+            }
+        };
+        try {
+            await waitFor(`listener on ${head.sshHost}:${port} in ${HEAD_NETNS}`, () => headListens(port));
+            await expect(driver.preflightNode(head)).rejects.toThrow(
+                new RegExp(
+                    `preflight failed on node spark-1 \\(root@10\\.231\\.0\\.11\\): port ${port} is already in use on the host, ` +
+                        `not by this project \\(see who holds it: ss -ltnp 'sport = :${port}'\\)`,
+                ),
+            );
+            // the worker listens on nothing, so it is not affected
+            await expect(driver.preflightNode(worker)).resolves.toMatchObject({ node: worker.name });
+        } finally {
+            stop();
+        }
+        await waitFor(`listener on port ${port} gone`, async () => !(await headListens(port)));
+        await expect(driver.preflightNode(head)).resolves.toMatchObject({ node: head.name });
     }, 120_000);
 
     test("image provider copies the image spark-1 -> spark-2 (IDs equal); a second diff/create is a no-op", async () => {
@@ -198,6 +257,14 @@ describe("vllm-cluster on simulated hosts via the direct driver (not Pulumi)", (
         expect(metrics.status).toBe(200);
         expect(metrics.body).toMatch(/^vllm:request_success_total\{.*\} [1-9]/m);
         expect(metrics.body).toMatch(/^vllm:prompt_tokens_total\{.*\} \d+/m);
+    }, 120_000);
+
+    test("preflight re-run against the deployed cluster passes: the ports held on the head are its own containers", async () => {
+        const r = cfg.ray;
+        for (const port of [cfg.serve.port, r.gcsPort, r.dashboardPort, r.clientPort]) {
+            expect(await headListens(port)).toBe(true);
+        }
+        await expect(driver.preflightNode(head)).resolves.toMatchObject({ node: head.name });
     }, 120_000);
 
     test("the API key is in no container's docker inspect and in no process's command line on the hosts", async () => {
