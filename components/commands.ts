@@ -506,9 +506,8 @@ export function clusterReadyCommand(t: SshTarget, spec: ClusterReadySpec): strin
 // ---------------------------------------------------------------------------------------------------------
 // vllm serve
 
-export interface ServeSpec {
-    modelContainerPath: string;
-    servedName: string;
+/** The `vllm serve` settings an operator configures (infra/config.ts's ServeConfig extends this). */
+export interface ServeArgs {
     host: string;
     port: number;
     tensorParallelSize: number;
@@ -521,6 +520,11 @@ export interface ServeSpec {
     trustRemoteCode: boolean;
     loadFormat?: string;
     extraArgs: string[];
+}
+
+export interface ServeSpec extends ServeArgs {
+    modelContainerPath: string;
+    servedName: string;
 }
 
 /**

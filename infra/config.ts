@@ -1,5 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "path";
+import { ServeArgs } from "../components/commands";
 
 /** Project config namespace; every key below lives under `vllm-cluster:`. */
 export const CONFIG_NAMESPACE = "vllm-cluster";
@@ -34,19 +35,7 @@ export interface ModelConfig {
     servedName: string;
 }
 
-export interface ServeConfig {
-    port: number;
-    host: string;
-    tensorParallelSize: number;
-    pipelineParallelSize: number;
-    gpuMemoryUtilization: number;
-    maxModelLen?: number;
-    reasoningParser?: string;
-    toolCallParser?: string;
-    enableAutoToolChoice: boolean;
-    trustRemoteCode: boolean;
-    loadFormat?: string;
-    extraArgs: string[];
+export interface ServeConfig extends ServeArgs {
     /** Container /dev/shm size, docker syntax (e.g. 64g); undefined keeps the engine default. */
     shmSize?: string;
     readyTimeoutSeconds: number;
