@@ -6,18 +6,9 @@
 set -euo pipefail
 stack=${1:?usage: preview.sh <stack> [markdown-out]}
 out=${2:-}
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-# shellcheck source=../env.sh
-source "$root/setup/env.sh"
-cd "$root"
-
-if [[ ! -f "stacks/Pulumi.$stack.yaml" ]]; then
-  echo "preview: no stack file stacks/Pulumi.$stack.yaml" >&2
-  exit 2
-fi
-[[ -d node_modules ]] || npm ci --no-audit --no-fund
-
-pulumi stack select "$stack" --create --non-interactive >/dev/null
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+gitops_select_stack preview "$stack"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
