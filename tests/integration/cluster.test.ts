@@ -6,7 +6,6 @@
  */
 import { spawn } from "child_process";
 import * as fs from "fs";
-import * as http from "http";
 import * as os from "os";
 import * as path from "path";
 import { LABEL_PREFIX, RAY_WORKER_CONTAINER, SshTarget, sshArgv } from "../../components/commands";
@@ -15,6 +14,7 @@ import { imagePresenceProvider } from "../../components/imageProvider";
 import { NodeFacts } from "../../components/sparkNode";
 import { ClusterConfig } from "../../infra/config";
 import { DirectDriver, UpResult, dockerOn, loadStackFile, projectContainers, runArgv } from "./direct";
+import { HttpAnswer, ensureStandInModelDir, mergeTimings, request } from "./support";
 import { dockerRunArgv } from "./dockerRun";
 
 const STACK = "local";
@@ -32,33 +32,6 @@ let driver = new DirectDriver(cfg, STACK, stateFile, log);
 const head = cfg.head;
 const worker = cfg.workers[0];
 const ssh = (node: string): SshTarget => driver.plan.nodes.find((n) => n.node.name === node)!.ssh;
-
-interface HttpAnswer {
-    status: number;
-    body: string;
-}
-
-/** One bounded HTTP request to the serve endpoint (node's http: the key is never on a command line). */
-function request(method: string, url: string, opts: { key?: string; body?: unknown; timeoutMs?: number } = {}): Promise<HttpAnswer> {
-    return new Promise((resolve, reject) => {
-        const data = opts.body === undefined ? undefined : JSON.stringify(opts.body);
-        const headers: Record<string, string> = {};
-        if (opts.key) {
-            headers.Authorization = `Bearer ${opts.key}`;
-        }
-        if (data) {
-            headers["Content-Type"] = "application/json";
-        }
-        const req = http.request(url, { method, headers, timeout: opts.timeoutMs ?? 30_000 }, (res) => {
-            let body = "";
-            res.on("data", (d: Buffer) => (body += d.toString()));
-            res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-        });
-        req.on("timeout", () => req.destroy(new Error(`${method} ${url}: no answer within ${opts.timeoutMs ?? 30_000} ms`)));
-        req.on("error", reject);
-        req.end(data);
-    });
-}
 
 async function timed<T>(name: string, f: () => Promise<T>): Promise<T> {
     const t0 = Date.now();
@@ -110,9 +83,7 @@ let imageIds: Record<string, string>;
 let up: UpResult;
 
 beforeAll(async () => {
-    // Operator prerequisite on the hosts: the model directory (one shared file system on the testbed).
-    fs.mkdirSync(cfg.model.hostPath, { recursive: true });
-    fs.writeFileSync(path.join(cfg.model.hostPath, "config.json"), '{"architectures":["StandIn"]}\n');
+    ensureStandInModelDir(cfg);
     // Start from empty on spark-1/spark-2: no project containers, and no image on spark-2 (so it is copied).
     await driver.destroy();
     const rm = await dockerOn(ssh(worker.name), ["image", "rm", "--force", cfg.image.ref]);
@@ -122,9 +93,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-    // merged: the native backend's test file writes its timings to the same file
-    const previous = fs.existsSync(TIMINGS_FILE) ? (JSON.parse(fs.readFileSync(TIMINGS_FILE, "utf8")) as Record<string, number>) : {};
-    fs.writeFileSync(TIMINGS_FILE, JSON.stringify({ ...previous, ...timings }, null, 2));
+    mergeTimings(TIMINGS_FILE, timings);
     if (process.env.VCL_INTEGRATION_KEEP !== "1") {
         await driver.destroy().catch(() => undefined);
     }

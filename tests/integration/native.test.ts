@@ -5,12 +5,12 @@
  * spark-1's fabric IP; the vLLM stand-in does the rendezvous for real over TCP. Run by tests/integration/run.sh.
  */
 import * as fs from "fs";
-import * as http from "http";
 import * as os from "os";
 import * as path from "path";
 import { SERVE_CONTAINER, SshTarget, apiKeyHostPath, sshArgv } from "../../components/commands";
 import { ClusterConfig } from "../../infra/config";
 import { DirectDriver, UpResult, dockerOn, loadStackFile, projectContainers, runArgv } from "./direct";
+import { HttpAnswer, ensureStandInModelDir, mergeTimings, request } from "./support";
 
 const STACK = "local-native";
 const ROOT = path.join(__dirname, "..", "..");
@@ -27,32 +27,6 @@ let driver = new DirectDriver(cfg, STACK, stateFile, log);
 const head = cfg.head;
 const worker = cfg.workers[0];
 const ssh = (node: string): SshTarget => driver.plan.nodes.find((n) => n.node.name === node)!.ssh;
-
-interface HttpAnswer {
-    status: number;
-    body: string;
-}
-
-function request(method: string, url: string, opts: { key?: string; body?: unknown; timeoutMs?: number } = {}): Promise<HttpAnswer> {
-    return new Promise((resolve, reject) => {
-        const data = opts.body === undefined ? undefined : JSON.stringify(opts.body);
-        const headers: Record<string, string> = {};
-        if (opts.key) {
-            headers.Authorization = `Bearer ${opts.key}`;
-        }
-        if (data) {
-            headers["Content-Type"] = "application/json";
-        }
-        const req = http.request(url, { method, headers, timeout: opts.timeoutMs ?? 30_000 }, (res) => {
-            let body = "";
-            res.on("data", (d: Buffer) => (body += d.toString()));
-            res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-        });
-        req.on("timeout", () => req.destroy(new Error(`${method} ${url}: no answer within ${opts.timeoutMs ?? 30_000} ms`)));
-        req.on("error", reject);
-        req.end(data);
-    });
-}
 
 function chat(up: UpResult, key?: string): Promise<HttpAnswer> {
     return request("POST", `${up.endpoint}/chat/completions`, {
@@ -91,8 +65,7 @@ async function inspect(node: string, format: string): Promise<string> {
 let up: UpResult;
 
 beforeAll(async () => {
-    fs.mkdirSync(cfg.model.hostPath, { recursive: true });
-    fs.writeFileSync(path.join(cfg.model.hostPath, "config.json"), '{"architectures":["StandIn"]}\n');
+    ensureStandInModelDir(cfg);
     // Start from empty: no container of this stack, nor of the ray `local` stack (same hosts, same names).
     await driver.destroy();
     await new DirectDriver(
@@ -104,8 +77,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-    const previous = fs.existsSync(TIMINGS_FILE) ? (JSON.parse(fs.readFileSync(TIMINGS_FILE, "utf8")) as Record<string, number>) : {};
-    fs.writeFileSync(TIMINGS_FILE, JSON.stringify({ ...previous, ...timings }, null, 2));
+    mergeTimings(TIMINGS_FILE, timings);
     if (process.env.VCL_INTEGRATION_KEEP !== "1") {
         await driver.destroy().catch(() => undefined);
     }
