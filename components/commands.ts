@@ -527,11 +527,27 @@ export interface ServeSpec extends ServeArgs {
     servedName: string;
 }
 
+/** Exit status of the serve entrypoint when there is no usable API key (EX_CONFIG). */
+export const NO_API_KEY_EXIT = 78;
+
 /**
  * Reads the key from the read-only mounted file into the environment of the exec'd process only, so it is in
- * neither the container's Cmd nor its Env (`docker inspect`, `ps`).
+ * neither the container's Cmd nor its Env (`docker inspect`, `ps`). Fails closed: without a readable, non-empty
+ * regular file (missing, a directory that a bind mount made in its place, unreadable, empty) the server is never
+ * started, because vLLM with an empty VLLM_API_KEY serves everyone.
  */
-export const SERVE_ENTRYPOINT = ["/bin/sh", "-c", `VLLM_API_KEY="$(cat ${API_KEY_CONTAINER_PATH})" exec "$@"`, "vllm-serve"];
+export const SERVE_ENTRYPOINT = [
+    "/bin/sh",
+    "-c",
+    [
+        `f=${API_KEY_CONTAINER_PATH}`,
+        `k=`,
+        `if [ -f "$f" ] && [ -r "$f" ]; then k="$(cat "$f")"; fi`,
+        `if [ -z "$k" ]; then echo "vllm-serve: no API key in $f (missing, not a file, unreadable or empty); refusing to serve without one" >&2; exit ${NO_API_KEY_EXIT}; fi`,
+        `VLLM_API_KEY="$k" exec "$@"`,
+    ].join("; "),
+    "vllm-serve",
+];
 
 /**
  * `vllm serve <model> --flag value ...`, each flag and value its own element; `distributed` (the executor backend
@@ -651,12 +667,25 @@ export function apiKeyInstallScript(stateDir: string, node: string): string {
         "umask 077",
         `mkdir -p ${shellQuote(dir)}`,
         `tmp=${shellQuote(`${dir}/.api-key.`)}$$`,
+        // A bind mount of a missing key file makes an empty directory in its place; mv would then move the key
+        // into it. Remove such a directory; refuse anything else that is not a regular file.
+        `if [ -d ${shellQuote(file)} ]; then rmdir ${shellQuote(file)} 2>/dev/null || { echo ${shellQuote(
+            `api key install on node ${node}: ${file} is a non-empty directory; remove it`,
+        )} >&2; exit 1; }; fi`,
         `cat > "$tmp"`,
         `if [ ! -s "$tmp" ]; then rm -f "$tmp"; echo ${shellQuote(`api key install on node ${node}: empty key on stdin`)} >&2; exit 1; fi`,
         `chmod 600 "$tmp"`,
         `mv -f "$tmp" ${shellQuote(file)}`,
         `echo ${shellQuote(file)}`,
     ].join("\n");
+}
+
+/**
+ * A short one-way hash of the API key, carried by the serve container as a label so that a new key replaces the
+ * server (which reads the key only at start). A 48-character random key cannot be recovered from it.
+ */
+export function apiKeyHash(key: string): string {
+    return createHash("sha256").update(`vllm-cluster api key\n${key}`).digest("hex").slice(0, 16);
 }
 
 export function apiKeyRemoveScript(stateDir: string, node: string): string {
@@ -729,6 +758,9 @@ export function serveReadinessScript(s: ServeReadinessSpec): string {
         `code=\${resp##*$'\\n'}`,
         `[ "$code" = 200 ] || fail "chat completion returned HTTP $code"`,
         `case "$resp" in *'"choices"'*) ;; *) fail "chat completion answer has no choices";; esac`,
+        // Fail closed: a server that answers without the key is not ready, it is open.
+        `code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 -H 'Content-Type: application/json' -d ${q(body)} "$base/v1/chat/completions" || true)`,
+        `[ "$code" = 401 ] || fail "a chat completion without the API key returned HTTP $code, not 401: the server does not enforce its key"`,
         `printf '{"ready":true,"node":"%s","port":%s}\\n' ${q(s.node)} ${s.port}`,
     ].join("\n");
 }

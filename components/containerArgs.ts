@@ -42,6 +42,8 @@ export interface BaseContainerInputs {
     /** Labels whose value is only known at deploy time (e.g. the cluster fingerprint). */
     dynamicLabels?: { label: string; value: pulumi.Input<string> }[];
     volumes: docker.types.input.ContainerVolume[];
+    /** Bind mounts whose source must already exist (docker refuses to create them, unlike `volumes`). */
+    mounts?: docker.types.input.ContainerMount[];
     shmSize?: string;
     maxRestarts: number;
 }
@@ -63,6 +65,7 @@ export function baseContainerArgs(c: BaseContainerInputs): docker.ContainerArgs 
         envs: c.envs,
         labels: [...labelList(c.labels), ...(c.dynamicLabels ?? [])],
         volumes: c.volumes,
+        mounts: c.mounts,
         gpus: c.node.gpuRuntime === "nvidia" ? "all" : undefined,
         restart: "on-failure",
         maxRetryCount: c.maxRestarts,
@@ -74,6 +77,14 @@ export function baseContainerArgs(c: BaseContainerInputs): docker.ContainerArgs 
 
 export function modelVolume(hostPath: string, containerPath: string): docker.types.input.ContainerVolume {
     return { hostPath, containerPath, readOnly: true };
+}
+
+/**
+ * The API key file, read-only. A `mounts` bind (not a `volumes` entry) so that a missing key file makes container
+ * creation fail instead of Docker creating an empty directory in its place; the entrypoint fails closed as well.
+ */
+export function apiKeyMount(stateDir: string, node: string): docker.types.input.ContainerMount {
+    return { type: "bind", source: apiKeyHostPath(stateDir, node), target: API_KEY_CONTAINER_PATH, readOnly: true };
 }
 
 /**
@@ -164,6 +175,8 @@ export function rayWorkerContainerArgs(p: RayWorkerContainerParams): docker.Cont
 export interface ServeContainerParams extends ContainerParams {
     serve: ServeSpec;
     stateDir: string;
+    /** Hash of the API key (deploy-time, not secret): a new key replaces the server, which reads it at start. */
+    apiKeyHash: pulumi.Input<string>;
     /** Ray head address `<fabric IP>:<gcs port>` (deploy-time). */
     rayAddress: pulumi.Input<string>;
     /** ClusterReady's fingerprint (deploy-time): a re-formed Ray cluster restarts serve. */
@@ -198,12 +211,15 @@ export function serveContainerArgs(p: ServeContainerParams): docker.ContainerArg
                 "api-key-file": API_KEY_CONTAINER_PATH,
             },
         ),
-        dynamicLabels: [{ label: `${LABEL_PREFIX}cluster-fingerprint`, value: p.clusterFingerprint }],
+        dynamicLabels: [
+            { label: `${LABEL_PREFIX}cluster-fingerprint`, value: p.clusterFingerprint },
+            { label: `${LABEL_PREFIX}api-key-sha256`, value: p.apiKeyHash },
+        ],
         volumes: [
             modelVolume(p.model.hostPath, p.serve.modelContainerPath),
-            { hostPath: apiKeyHostPath(p.stateDir, p.node.name), containerPath: API_KEY_CONTAINER_PATH, readOnly: true },
             { hostPath: raySessionHostDir(p.stateDir, p.node.name), containerPath: RAY_SESSION_CONTAINER_DIR },
         ],
+        mounts: [apiKeyMount(p.stateDir, p.node.name)],
         shmSize: p.shmSize,
         maxRestarts: p.maxRestarts,
     });
@@ -215,6 +231,8 @@ export interface NativeServeContainerParams extends ContainerParams {
     rank: NativeRank;
     /** Total GPUs of all nodes (label). */
     clusterGpus: number;
+    /** Rank 0 only: hash of the API key (deploy-time, not secret); a new key replaces the server. */
+    apiKeyHash?: pulumi.Input<string>;
     /**
      * Ranks > 0 only: rank 0's container ID (deploy-time), carried as a label so a replaced rank 0 replaces every
      * other rank too: they joined its rendezvous and must restart together.
@@ -251,9 +269,12 @@ export function nativeServeContainerArgs(p: NativeServeContainerParams): docker.
     if (rank0) {
         extra["api-key-file"] = API_KEY_CONTAINER_PATH;
     }
-    const volumes: docker.types.input.ContainerVolume[] = [modelVolume(p.model.hostPath, p.serve.modelContainerPath)];
-    if (rank0) {
-        volumes.push({ hostPath: apiKeyHostPath(p.stateDir, p.node.name), containerPath: API_KEY_CONTAINER_PATH, readOnly: true });
+    const dynamicLabels: { label: string; value: pulumi.Input<string> }[] = [];
+    if (rank0 && p.apiKeyHash !== undefined) {
+        dynamicLabels.push({ label: `${LABEL_PREFIX}api-key-sha256`, value: p.apiKeyHash });
+    }
+    if (!rank0 && p.rank0ContainerId !== undefined) {
+        dynamicLabels.push({ label: `${LABEL_PREFIX}rank0-container-id`, value: p.rank0ContainerId });
     }
     return baseContainerArgs({
         containerName: SERVE_CONTAINER,
@@ -263,9 +284,9 @@ export function nativeServeContainerArgs(p: NativeServeContainerParams): docker.
         command: nativeServeCommand(p.serve, p.rank),
         envs: nodeEnv(p.node),
         labels: containerLabels({ stack: p.stack, role: "serve", node: p.node, imageRef: p.imageRef, ports: nativeServePorts(p) }, extra),
-        dynamicLabels:
-            !rank0 && p.rank0ContainerId !== undefined ? [{ label: `${LABEL_PREFIX}rank0-container-id`, value: p.rank0ContainerId }] : [],
-        volumes,
+        dynamicLabels,
+        volumes: [modelVolume(p.model.hostPath, p.serve.modelContainerPath)],
+        mounts: rank0 ? [apiKeyMount(p.stateDir, p.node.name)] : undefined,
         shmSize: p.shmSize,
         maxRestarts: p.maxRestarts,
     });

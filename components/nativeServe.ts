@@ -4,10 +4,10 @@ import * as pulumi from "@pulumi/pulumi";
 import { apiKeyInstallCommand, apiKeyRemoveCommand, joinFingerprint, serveReadinessCommand, serveReadinessSpec } from "./commands";
 import { NativeServeContainerParams, nativeServeContainerArgs } from "./containerArgs";
 import { SparkNode } from "./sparkNode";
-import { serveEndpointUrl } from "./vllmServe";
+import { keyHash, serveEndpointUrl } from "./vllmServe";
 
 /** One rank as the plan gives it: every container input except the deploy-time ones. */
-export type NativeRankParams = Omit<NativeServeContainerParams, "imageId" | "rank0ContainerId">;
+export type NativeRankParams = Omit<NativeServeContainerParams, "imageId" | "rank0ContainerId" | "apiKeyHash">;
 
 export interface NativeServeArgs {
     /** Rank 0 first (the head), then ranks 1..n-1, each with its host and that host's image ID. */
@@ -53,7 +53,7 @@ export class VllmNativeServe extends pulumi.ComponentResource {
 
         const first = new docker.Container(
             `${name}-rank-0-container`,
-            nativeServeContainerArgs({ ...rank0.params, node: head.node, imageId: rank0.imageId }),
+            nativeServeContainerArgs({ ...rank0.params, node: head.node, imageId: rank0.imageId, apiKeyHash: keyHash(args.apiKey) }),
             { parent: this, provider: head.provider, deleteBeforeReplace: true, dependsOn: [this.apiKeyFile] },
         );
         const rest = others.map(

@@ -1,16 +1,21 @@
 import * as command from "@pulumi/command";
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
-import { apiKeyInstallCommand, apiKeyRemoveCommand, serveReadinessCommand, serveReadinessSpec } from "./commands";
+import { apiKeyHash, apiKeyInstallCommand, apiKeyRemoveCommand, serveReadinessCommand, serveReadinessSpec } from "./commands";
 import { ServeContainerParams, serveContainerArgs } from "./containerArgs";
 import { SparkNode } from "./sparkNode";
 
-export interface VllmServeArgs extends Omit<ServeContainerParams, "node"> {
+export interface VllmServeArgs extends Omit<ServeContainerParams, "node" | "apiKeyHash"> {
     /** The head host: serve runs next to the Ray head, sharing its network, IPC and Ray session dir. */
     head: SparkNode;
     /** The API key (secret). Installed as a file on the head; never in a command line, env or label. */
     apiKey: pulumi.Input<string>;
     readyTimeoutSeconds: number;
+}
+
+/** The key's hash as plain data: not secret (see apiKeyHash), so the container's labels stay readable in diffs. */
+export function keyHash(apiKey: pulumi.Input<string>): pulumi.Output<string> {
+    return pulumi.unsecret(pulumi.output(apiKey).apply(apiKeyHash));
 }
 
 /** The OpenAI-compatible base URL operators use: the head's SSH address and the serve port. */
@@ -48,7 +53,7 @@ export class VllmServe extends pulumi.ComponentResource {
 
         this.container = new docker.Container(
             `${name}-container`,
-            serveContainerArgs({ ...params, node }),
+            serveContainerArgs({ ...params, node, apiKeyHash: keyHash(apiKey) }),
             // The key file carries no data the container could take as input, hence dependsOn.
             { parent: this, provider: head.provider, deleteBeforeReplace: true, dependsOn: [this.apiKeyFile] },
         );

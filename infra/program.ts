@@ -49,7 +49,7 @@ export interface ClusterPlan {
     headAddress: string;
     workers: Omit<RayWorkerContainerParams, "imageId" | "headAddress" | "headContainerId">[];
     clusterReady: Omit<ClusterReadySpec, "address">;
-    serve: Omit<ServeContainerParams, "imageId" | "rayAddress" | "clusterFingerprint"> & { readyTimeoutSeconds: number };
+    serve: Omit<ServeContainerParams, "imageId" | "rayAddress" | "clusterFingerprint" | "apiKeyHash"> & { readyTimeoutSeconds: number };
     /**
      * Backend native: one rank per node, rank 0 on the head then the others in config order; empty for backend
      * ray. (The Ray parts above are plain data for either backend; only backend ray deploys them.)

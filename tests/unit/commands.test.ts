@@ -6,6 +6,8 @@ import {
     CLUSTER_PROBE_PY,
     NodeSpec,
     SERVE_ENTRYPOINT,
+    NO_API_KEY_EXIT,
+    apiKeyHash,
     SshTarget,
     apiKeyInstallScript,
     clusterReadyCommand,
@@ -533,7 +535,8 @@ describe("vllm serve", () => {
     });
 
     test("entrypoint reads the key from the mounted file into the exec'd process only", () => {
-        expect(SERVE_ENTRYPOINT).toEqual(["/bin/sh", "-c", 'VLLM_API_KEY="$(cat /run/vllm-cluster/api-key)" exec "$@"', "vllm-serve"]);
+        expect(SERVE_ENTRYPOINT[0]).toBe("/bin/sh");
+        expect(SERVE_ENTRYPOINT[3]).toBe("vllm-serve");
         // the entrypoint really passes the command through, with the key only in the environment
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ep-"));
         const script = SERVE_ENTRYPOINT[2].replace("/run/vllm-cluster/api-key", path.join(dir, "k"));
@@ -543,6 +546,31 @@ describe("vllm serve", () => {
         });
         expect(r.stdout).toBe("s3cret|zero");
         fs.rmSync(dir, { recursive: true });
+    });
+
+    test.each([
+        ["missing", (_f: string) => undefined],
+        ["a directory (what a bind mount of a missing file leaves)", (f: string) => fs.mkdirSync(f)],
+        ["empty", (f: string) => fs.writeFileSync(f, "")],
+    ])("entrypoint fails closed when the key file is %s: the server command never runs", (_what, make) => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ep-"));
+        const keyFile = path.join(dir, "k");
+        make(keyFile);
+        const ran = path.join(dir, "ran");
+        const script = SERVE_ENTRYPOINT[2].replace("/run/vllm-cluster/api-key", keyFile);
+        const r = spawnSync("/bin/sh", ["-c", script, "vllm-serve", "sh", "-c", `touch ${ran}`], { encoding: "utf8" });
+        expect(r.status).toBe(NO_API_KEY_EXIT);
+        expect(r.stderr).toContain(`vllm-serve: no API key in ${keyFile}`);
+        expect(r.stderr).toContain("refusing to serve without one");
+        expect(fs.existsSync(ran)).toBe(false);
+        fs.rmSync(dir, { recursive: true });
+    });
+
+    test("api key hash: stable, 16 hex digits, differs per key, does not contain the key", () => {
+        const h = apiKeyHash("k3y-one");
+        expect(h).toMatch(/^[0-9a-f]{16}$/);
+        expect(apiKeyHash("k3y-one")).toBe(h);
+        expect(apiKeyHash("k3y-two")).not.toBe(h);
     });
 
     test("api key install: stdin only, umask 077, atomic", () => {
@@ -558,6 +586,16 @@ describe("vllm serve", () => {
         expect(fs.statSync(path.join(dir, "n1", "api-key")).mode & 0o777).toBe(0o600);
         const empty = spawnSync("sh", ["-c", apiKeyInstallScript(dir, "n2")], { input: "", encoding: "utf8" });
         expect(empty.status).toBe(1);
+        // an empty directory in the key's place (left by a bind mount of a missing file) is replaced by the key
+        fs.mkdirSync(path.join(dir, "n3", "api-key"), { recursive: true });
+        const overDir = spawnSync("sh", ["-c", apiKeyInstallScript(dir, "n3")], { input: "k3y", encoding: "utf8" });
+        expect(overDir.status).toBe(0);
+        expect(fs.readFileSync(path.join(dir, "n3", "api-key"), "utf8")).toBe("k3y");
+        // a non-empty directory there is refused, naming it
+        fs.mkdirSync(path.join(dir, "n4", "api-key", "x"), { recursive: true });
+        const busy = spawnSync("sh", ["-c", apiKeyInstallScript(dir, "n4")], { input: "k3y", encoding: "utf8" });
+        expect(busy.status).toBe(1);
+        expect(busy.stderr).toContain(`${path.join(dir, "n4", "api-key")} is a non-empty directory`);
         fs.rmSync(dir, { recursive: true });
     });
 
@@ -586,7 +624,8 @@ describe("vllm serve", () => {
         // fake curl: records argv, checks the config file carries the key, answers 200
         fs.writeFileSync(
             path.join(dir, "curl"),
-            `#!/bin/bash\necho "$@" >> ${seen}\nwhile [ $# -gt 0 ]; do case "$1" in -K) grep -q 'Bearer the-key' "$2" || exit 7; shift;; -w) fmt="$2"; shift;; esac; shift; done\nif [ "$fmt" = '%{http_code}' ]; then printf 200; else printf '{"choices":[{"message":{"content":"ready"}}]}\\n200'; fi\n`,
+            `#!/bin/bash\necho "$@" >> ${seen}\nkey=0; url=""\nwhile [ $# -gt 0 ]; do case "$1" in -K) grep -q 'Bearer the-key' "$2" || exit 7; key=1; shift;; -w) fmt="$2"; shift;; http*) url="$1";; esac; shift; done\n` +
+                `case "$url" in */health) printf 200;; *) if [ $key = 1 ]; then printf '{"choices":[{"message":{"content":"ready"}}]}\\n200'; elif [ "\${OPEN:-0}" = 1 ]; then printf 200; else printf 401; fi;; esac\n`,
             { mode: 0o755 },
         );
         fs.writeFileSync(path.join(dir, "docker"), `#!/bin/sh\necho "\${FAKE_STATE:-running}"\n`, { mode: 0o755 });
@@ -604,6 +643,13 @@ describe("vllm serve", () => {
         expect(ok.status).toBe(0);
         expect(JSON.parse(ok.stdout)).toEqual({ ready: true, node: "spark-1", port: 8001 });
         expect(fs.readFileSync(seen, "utf8")).not.toContain("the-key");
+
+        // a server that answers without the key is open, not ready
+        const open = spawnSync("bash", ["-c", serveReadinessScript(spec)], { encoding: "utf8", env: { ...env, OPEN: "1" } });
+        expect(open.status).toBe(1);
+        expect(open.stderr).toContain(
+            "vllm-serve on node spark-1: a chat completion without the API key returned HTTP 200, not 401: the server does not enforce its key",
+        );
 
         fs.writeFileSync(path.join(dir, "curl"), `#!/bin/sh\nprintf 000\n`, { mode: 0o755 });
         const dead = spawnSync("bash", ["-c", serveReadinessScript(spec)], {

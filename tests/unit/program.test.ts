@@ -1,4 +1,5 @@
 import { ClusterConfig, validateConfig } from "../../infra/config";
+import { SERVE_ENTRYPOINT, apiKeyHash } from "../../components/commands";
 import { MOCK_API_KEY, Rec, Run, deepClone, diffRuns, loadStackRaw, runStack } from "./harness";
 
 // Pulumi's wire sentinel for secret values (sdk/nodejs/runtime/rpc.ts specialSigKey / specialSecretSig).
@@ -152,10 +153,12 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
             ["ray-head-container", ...cfg.workers.map((w) => `ray-worker-${w.name}-container`)].sort(),
         );
         const serve = get(run, "serve-container");
-        expect(serve.propertyDependencies.labels).toEqual(["cluster-ready-probe"]);
+        // the key reaches the server as data: its hash in a label, so a new key replaces the server
+        expect(serve.propertyDependencies.labels).toEqual(["api-key", "cluster-ready-probe"]);
         expect(serve.propertyDependencies.image).toEqual([`image-${cfg.head.name}`]);
         expect(serve.dependencies).toContain("serve-api-key-file");
         expect(labelsOf(serve)["vllm-cluster.cluster-fingerprint"]).toBe(run.resolved.clusterFingerprint);
+        expect(labelsOf(serve)["vllm-cluster.api-key-sha256"]).toBe(apiKeyHash(run.resolved.apiKey));
         expect(get(run, "serve-readiness").propertyDependencies.triggers).toEqual(["serve-container"]);
         expect(get(run, "serve-api-key-file").propertyDependencies.stdin).toEqual(["api-key"]);
     });
@@ -232,12 +235,8 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
         expect(cmd).toContain("--enable-auto-tool-choice");
         expect(cmd).toContain("--trust-remote-code");
         expect(cmd).not.toContain("--api-key");
-        expect(serve.inputs.entrypoints).toEqual([
-            "/bin/sh",
-            "-c",
-            'VLLM_API_KEY="$(cat /run/vllm-cluster/api-key)" exec "$@"',
-            "vllm-serve",
-        ]);
+        expect(serve.inputs.entrypoints).toEqual(SERVE_ENTRYPOINT);
+        expect(JSON.stringify(serve.inputs)).not.toContain(MOCK_API_KEY);
         expect(envOf(serve)).toEqual({
             VLLM_HOST_IP: "192.168.200.12",
             NCCL_SOCKET_IFNAME: "enp1s0f1np1",
@@ -252,12 +251,16 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
                 containerPath: "/models/Qwen3.5-122B-A10B-FP8",
                 readOnly: true,
             },
+            { hostPath: "/home/aurora/.local/state/vllm-cluster/spark-1/ray", containerPath: "/tmp/ray" },
+        ]);
+        // the key file is a bind mount that must exist: Docker refuses to create it (a volume would become a directory)
+        expect(serve.inputs.mounts).toEqual([
             {
-                hostPath: "/home/aurora/.local/state/vllm-cluster/spark-1/api-key",
-                containerPath: "/run/vllm-cluster/api-key",
+                type: "bind",
+                source: "/home/aurora/.local/state/vllm-cluster/spark-1/api-key",
+                target: "/run/vllm-cluster/api-key",
                 readOnly: true,
             },
-            { hostPath: "/home/aurora/.local/state/vllm-cluster/spark-1/ray", containerPath: "/tmp/ray" },
         ]);
         expect(serve.inputs.gpus).toBe("all");
         expect(serve.inputs.shmSize).toBe(65536);
@@ -486,7 +489,7 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
         expect(flags(r1)).toEqual(["2", "1", "10.232.0.11", "29500", "mp"]);
         expect(r0.inputs.command).not.toContain("--headless");
         expect(r1.inputs.command).toContain("--headless");
-        expect(r0.inputs.entrypoints).toEqual(["/bin/sh", "-c", 'VLLM_API_KEY="$(cat /run/vllm-cluster/api-key)" exec "$@"', "vllm-serve"]);
+        expect(r0.inputs.entrypoints).toEqual(SERVE_ENTRYPOINT);
         expect(r1.inputs.entrypoints).toEqual(["/usr/bin/env"]);
         expect(envOf(r0).VLLM_HOST_IP).toBe("10.232.0.11");
         expect(envOf(r1).VLLM_HOST_IP).toBe("10.232.0.12");
