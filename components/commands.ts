@@ -40,6 +40,8 @@ export interface NodeSpec {
     gpus: number;
     gpuRuntime: "nvidia" | "none";
     unifiedMemory: boolean;
+    /** Extra environment for every project container on the node (validated: no managed names). */
+    env: Record<string, string>;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -358,6 +360,9 @@ export function nodeEnv(n: NodeSpec): string[] {
         // GPU allocations count as host memory on unified-memory hosts; Ray's memory monitor would kill the
         // vLLM workers once the model is loaded.
         env.push("RAY_memory_monitor_refresh_ms=0");
+    }
+    for (const k of Object.keys(n.env).sort()) {
+        env.push(`${k}=${n.env[k]}`);
     }
     return env;
 }

@@ -20,6 +20,8 @@ export interface NodeConfig {
     gpuRuntime: GpuRuntime;
     unifiedMemory: boolean;
     role: "head" | "worker";
+    /** Extra environment for every project container on this node (e.g. CPU thread binding, NCCL debugging). */
+    env: Record<string, string>;
 }
 
 export interface ImageConfig {
@@ -124,6 +126,7 @@ const NODE_KEYS = [
     "gpuRuntime",
     "unifiedMemory",
     "role",
+    "env",
 ];
 const IMAGE_KEYS = ["ref", "source", "sourceNode"];
 const MODEL_KEYS = ["hostPath", "containerPath", "servedName"];
@@ -158,6 +161,22 @@ const RDMA_RE = /^[A-Za-z0-9_.:-]{1,64}$/;
 const IMAGE_REF_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$/;
 const TOKEN_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/:]*$/;
 const SHM_RE = /^[1-9]\d*[bkmg]?$/i;
+const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * Environment the program sets itself on every container (see nodeEnv), or that must never be configured:
+ * VLLM_API_KEY reaches the server only from the key file.
+ */
+export const MANAGED_ENV: readonly string[] = [
+    "VLLM_HOST_IP",
+    "NCCL_SOCKET_IFNAME",
+    "GLOO_SOCKET_IFNAME",
+    "NCCL_IB_HCA",
+    "NCCL_IB_DISABLE",
+    "RAY_ADDRESS",
+    "RAY_memory_monitor_refresh_ms",
+    "VLLM_API_KEY",
+];
 
 type Raw = Record<string, unknown>;
 
@@ -300,6 +319,34 @@ class Reader {
         return out;
     }
 
+    /** A map of environment variable names to string values; values are never echoed (they may be secrets). */
+    envMap(k: string): Record<string, string> {
+        const v = this.obj[k];
+        if (v === undefined || v === null) {
+            return {};
+        }
+        if (!isObject(v)) {
+            this.p.add(this.key(k), "must be a map of environment variable names to values");
+            return {};
+        }
+        const out: Record<string, string> = {};
+        for (const [name, value] of Object.entries(v)) {
+            const at = `${this.key(k)}.${name}`;
+            if (!ENV_NAME_RE.test(name)) {
+                this.p.add(at, "is not a valid environment variable name");
+            } else if (MANAGED_ENV.includes(name)) {
+                this.p.add(at, "is set by the program (or must never be configured) and cannot be overridden");
+            } else if (typeof value === "number" || typeof value === "boolean") {
+                out[name] = String(value);
+            } else if (typeof value !== "string" || /[\n\0]/.test(value)) {
+                this.p.add(at, "must be a single-line string");
+            } else {
+                out[name] = value;
+            }
+        }
+        return out;
+    }
+
     section(k: string, required: boolean): Reader {
         const v = this.obj[k];
         if (v === undefined || v === null) {
@@ -390,7 +437,9 @@ export function validateConfig(raw: unknown): ClusterConfig {
                 gpuRuntime: gpuRuntimeRaw === "none" ? "none" : "nvidia",
                 unifiedMemory,
                 role: roleRaw === "head" ? "head" : "worker",
+                env: {},
             });
+            nodes[nodes.length - 1].env = r.envMap("env");
             // The head choice below must tell "role unset" from "role: worker".
             roleGiven.push(roleRaw !== undefined);
         });

@@ -55,6 +55,7 @@ function sparkNode(i: number, unifiedMemory = true): NodeSpec {
         gpus: 1,
         gpuRuntime: "nvidia",
         unifiedMemory,
+        env: {},
     };
 }
 

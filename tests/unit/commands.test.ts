@@ -52,6 +52,7 @@ const spark1: NodeSpec = {
     gpus: 1,
     gpuRuntime: "nvidia",
     unifiedMemory: true,
+    env: {},
 };
 const sim: NodeSpec = {
     ...spark1,
@@ -368,6 +369,11 @@ describe("ray containers", () => {
             "NCCL_SOCKET_IFNAME=fabric0",
             "GLOO_SOCKET_IFNAME=fabric0",
             "NCCL_IB_DISABLE=1",
+        ]);
+        // a node's own env comes last, sorted by name
+        expect(nodeEnv({ ...sim, env: { VLLM_CPU_OMP_THREADS_BIND: "1", NCCL_DEBUG: "INFO" } }).slice(4)).toEqual([
+            "NCCL_DEBUG=INFO",
+            "VLLM_CPU_OMP_THREADS_BIND=1",
         ]);
     });
 

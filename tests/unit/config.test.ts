@@ -118,6 +118,23 @@ const cases: [string, (r: Raw) => void, string[]][] = [
         ["nodes: no head node: set role: head on exactly one node"],
     ],
     ["invalid role", (r) => (r.nodes[1].role = "leader"), ['nodes[1].role: "leader" must be one of head, worker']],
+    [
+        "node env: bad name, managed names, multi-line value (values never echoed)",
+        (r) =>
+            (r.nodes[1].env = {
+                "1BAD": "x",
+                VLLM_HOST_IP: "10.0.0.1",
+                VLLM_API_KEY: "sk-secret-in-config",
+                OK_ONE: "line1\nline2-secret",
+            }),
+        [
+            "nodes[1].env.1BAD: is not a valid environment variable name",
+            "nodes[1].env.VLLM_HOST_IP: is set by the program (or must never be configured) and cannot be overridden",
+            "nodes[1].env.VLLM_API_KEY: is set by the program (or must never be configured) and cannot be overridden",
+            "nodes[1].env.OK_ONE: must be a single-line string",
+        ],
+    ],
+    ["node env not a map", (r) => (r.nodes[0].env = ["A=1"]), ["nodes[0].env: must be a map of environment variable names to values"]],
     ["missing image ref", (r) => delete r.image.ref, ["image.ref: is required"]],
     ["missing image section", (r) => delete r.image, ["image: is required", "image.ref: is required"]],
     ["missing model path", (r) => delete r.model.hostPath, ["model.hostPath: is required"]],
