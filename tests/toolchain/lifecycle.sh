@@ -5,7 +5,7 @@
 #   stage 2 (providers): random.RandomPassword, command local.Command and docker.Container on this machine's
 #            own dockerd (started here if it is not running and we are root)
 # Each stage: preview, up, up --expect-no-changes, destroy, with the outcome checked after each step.
-# A missing provider plugin skips stage 2 naming it as BLOCKED (fails it with VCL_REQUIRE_PROVIDERS=1).
+# A missing provider plugin fails stage 2, naming it.
 # Ends with "N passed, N failed[, N skipped]".
 # shellcheck disable=SC2317 # functions are called after an early `finish` path
 set -uo pipefail
@@ -13,7 +13,6 @@ set -uo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 PASSED=0
 FAILED=0
-SKIPPED=0
 pass() { PASSED=$((PASSED + 1)); echo "ok   - $*"; }
 fail() { FAILED=$((FAILED + 1)); echo "FAIL - $*"; }
 check() { # description command...
@@ -21,7 +20,7 @@ check() { # description command...
   if "$@"; then pass "$what"; else fail "$what"; fi
 }
 finish() {
-  if ((SKIPPED > 0)); then echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"; else echo "$PASSED passed, $FAILED failed"; fi
+  echo "$PASSED passed, $FAILED failed"
   ((FAILED == 0))
   exit $?
 }
@@ -37,7 +36,6 @@ fi
 pass "toolchain: $(command -v pulumi) $(pulumi version)"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/vcl-toolchain-lifecycle.XXXXXX")"
-DOCKERD_PID=""
 CONTAINER_NAME="vcl-toolchain-lifecycle-$$"
 IMAGE_TAG="vcl-toolchain-lifecycle:$$"
 cleanup() {
@@ -45,7 +43,6 @@ cleanup() {
     docker rm -f "$CONTAINER_NAME" >/dev/null 2>&1 || true
     docker rmi -f "$IMAGE_TAG" >/dev/null 2>&1 || true
   fi
-  [[ -n "$DOCKERD_PID" ]] && kill "$DOCKERD_PID" 2>/dev/null
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -160,6 +157,7 @@ const container = new docker.Container("sleeper", {
     image: "$IMAGE_TAG",
     command: ["/sleeper"],
     mustRun: true,
+    networkMode: "none",
     labels: [{ label: "vllm-cluster.lifecycle-test", value: "true" }],
 });
 
@@ -169,31 +167,17 @@ export const containerName = container.name;
 EOF
 
 if ((${#missing[@]} > 0)); then
-  # Run the CLI anyway so its own error shows that only the plugin is missing.
-  (cd "$P2" && pulumi stack init providers --non-interactive >/dev/null 2>&1 &&
-    pulumi preview --non-interactive >"$WORK/providers-preview.log" 2>&1)
-  grep -iE 'plugin|error' "$WORK/providers-preview.log" | head -n 5 | sed 's/^/    /'
-  # Known and reported as blocked (see README, "Toolchain"): the provider plugins cannot be built from the module
-  # proxy this machine reaches. VCL_REQUIRE_PROVIDERS=1 turns this into a failure (a machine that should have them).
-  if [[ "${VCL_REQUIRE_PROVIDERS:-0}" == 1 ]]; then
-    fail "providers: missing provider plugin(s): ${missing[*]} (setup/toolchain.sh could not provide them)"
-  else
-    SKIPPED=$((SKIPPED + 1))
-    echo "SKIP - providers: BLOCKED, missing provider plugin(s): ${missing[*]} (setup/toolchain.sh could not provide them)"
-  fi
+  fail "providers: plugin(s) installed at the versions the npm packages declare: missing ${missing[*]} (run setup/toolchain.sh --sources DIR)"
   finish
 fi
 
-# The machine's own docker engine; started here when it is not running.
-if ! docker info >/dev/null 2>&1; then
-  if [[ "$(id -u)" == 0 ]] && command -v dockerd >/dev/null; then
-    dockerd >"$WORK/dockerd.log" 2>&1 &
-    DOCKERD_PID=$!
-    for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
-  fi
+# The machine's own Docker engine, started (without touching the machine's bridge or firewall) by the testbed's
+# `engine` verb when it is not running; `testbed down --machine-engine` stops it again.
+if ! docker info >/dev/null 2>&1 && [[ "$(id -u)" == 0 ]]; then
+  "$REPO_ROOT/tests/testbed/testbed" engine >"$WORK/engine.log" 2>&1 || tail -n 20 "$WORK/engine.log"
 fi
 if ! docker info >/dev/null 2>&1; then
-  fail "providers: a docker engine is reachable (docker info)"
+  fail "providers: a docker engine is reachable (docker info; as root, tests/testbed/testbed engine starts one)"
   finish
 fi
 # A tiny local image (one static binary that sleeps), so no registry is needed.
