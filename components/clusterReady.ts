@@ -1,6 +1,6 @@
-import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
 import { ClusterReadySpec, clusterReadyCommand } from "./commands";
+import { HostCheck } from "./hostCheck";
 import { SparkNode } from "./sparkNode";
 
 export interface ClusterReadyArgs {
@@ -28,26 +28,34 @@ export interface ClusterReport {
  * output changes exactly when the Ray cluster was re-formed, and serve takes it as input.
  */
 export class ClusterReady extends pulumi.ComponentResource {
-    public readonly probe: command.local.Command;
+    public readonly probe: HostCheck;
     public readonly fingerprint: pulumi.Output<string>;
     public readonly report: pulumi.Output<ClusterReport>;
 
     constructor(name: string, args: ClusterReadyArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-cluster:index:ClusterReady", name, {}, opts);
 
-        const create = pulumi.output(args.address).apply((address) => {
-            const spec: ClusterReadySpec = {
-                address,
-                nodes: args.nodes,
-                gpus: args.gpus,
-                timeoutSeconds: args.timeoutSeconds,
-            };
-            return clusterReadyCommand(args.head.ssh, spec);
+        const spec = (address: string, timeoutSeconds: number): ClusterReadySpec => ({
+            address,
+            nodes: args.nodes,
+            gpus: args.gpus,
+            timeoutSeconds,
         });
+        const address = pulumi.output(args.address);
+        // Waits (bounded) on create and whenever a Ray container was replaced; `pulumi refresh` looks once more,
+        // so a worker that died or re-registered makes the next `up --refresh` wait again and restart serve.
+        this.probe = new HostCheck(
+            `${name}-probe`,
+            {
+                what: `cluster readiness on node ${args.head.node.name}`,
+                waitScript: address.apply((a) => clusterReadyCommand(args.head.ssh, spec(a, args.timeoutSeconds))),
+                checkScript: address.apply((a) => clusterReadyCommand(args.head.ssh, spec(a, 0))),
+                triggers: args.containerIds,
+            },
+            { parent: this },
+        );
 
-        this.probe = new command.local.Command(`${name}-probe`, { create, triggers: args.containerIds }, { parent: this });
-
-        this.report = this.probe.stdout.apply((out) => parseReport(out));
+        this.report = this.probe.result.apply((out) => parseReport(out));
         this.fingerprint = this.report.apply((r) => r.fingerprint);
 
         this.registerOutputs({ fingerprint: this.fingerprint, report: this.report });

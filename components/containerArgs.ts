@@ -75,6 +75,20 @@ export function baseContainerArgs(c: BaseContainerInputs): docker.ContainerArgs 
     };
 }
 
+/**
+ * Resource options of every project container. Fixed names make a replacement delete the old container first.
+ * A container found stopped by `pulumi refresh` (its restarts used up, or killed) would otherwise be started again
+ * in place under the same ID, and nothing that depends on it would notice: replacing it instead gives it a new
+ * ID, which replaces what joined it (workers, the gate, serve) and re-runs the readiness wait, in that order.
+ */
+export function containerOptions(
+    parent: pulumi.Resource,
+    provider: pulumi.ProviderResource,
+    dependsOn: pulumi.Resource[] = [],
+): pulumi.CustomResourceOptions {
+    return { parent, provider, deleteBeforeReplace: true, replaceOnChanges: ["mustRun"], dependsOn };
+}
+
 export function modelVolume(hostPath: string, containerPath: string): docker.types.input.ContainerVolume {
     return { hostPath, containerPath, readOnly: true };
 }

@@ -1,10 +1,11 @@
 import * as command from "@pulumi/command";
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
-import { apiKeyInstallCommand, apiKeyRemoveCommand, joinFingerprint, serveReadinessCommand, serveReadinessSpec } from "./commands";
-import { NativeServeContainerParams, nativeServeContainerArgs } from "./containerArgs";
+import { apiKeyInstallCommand, apiKeyRemoveCommand, joinFingerprint } from "./commands";
+import { NativeServeContainerParams, containerOptions, nativeServeContainerArgs } from "./containerArgs";
 import { SparkNode } from "./sparkNode";
-import { keyHash, serveEndpointUrl } from "./vllmServe";
+import { HostCheck } from "./hostCheck";
+import { keyHash, serveEndpointUrl, serveReadiness } from "./vllmServe";
 
 /** One rank as the plan gives it: every container input except the deploy-time ones. */
 export type NativeRankParams = Omit<NativeServeContainerParams, "imageId" | "rank0ContainerId" | "apiKeyHash">;
@@ -26,7 +27,7 @@ export interface NativeServeArgs {
 export class VllmNativeServe extends pulumi.ComponentResource {
     public readonly apiKeyFile: command.local.Command;
     public readonly containers: docker.Container[];
-    public readonly readiness: command.local.Command;
+    public readonly readiness: HostCheck;
     public readonly endpoint: pulumi.Output<string>;
     /** Hash of every rank's container ID: changes exactly when a rank was replaced. */
     public readonly fingerprint: pulumi.Output<string>;
@@ -54,30 +55,23 @@ export class VllmNativeServe extends pulumi.ComponentResource {
         const first = new docker.Container(
             `${name}-rank-0-container`,
             nativeServeContainerArgs({ ...rank0.params, node: head.node, imageId: rank0.imageId, apiKeyHash: keyHash(args.apiKey) }),
-            { parent: this, provider: head.provider, deleteBeforeReplace: true, dependsOn: [this.apiKeyFile] },
+            containerOptions(this, head.provider, [this.apiKeyFile]),
         );
         const rest = others.map(
             (r) =>
                 new docker.Container(
                     `${name}-rank-${r.params.rank.nodeRank}-container`,
                     nativeServeContainerArgs({ ...r.params, node: r.host.node, imageId: r.imageId, rank0ContainerId: first.id }),
-                    { parent: this, provider: r.host.provider, deleteBeforeReplace: true },
+                    containerOptions(this, r.host.provider),
                 ),
         );
         this.containers = [first, ...rest];
         const ids = this.containers.map((c) => c.id);
 
-        this.readiness = new command.local.Command(
-            `${name}-readiness`,
-            {
-                create: serveReadinessCommand(head.ssh, serveReadinessSpec(head.node.name, serve, stateDir, args.readyTimeoutSeconds)),
-                triggers: ids,
-            },
-            { parent: this },
-        );
+        this.readiness = serveReadiness(`${name}-readiness`, head, stateDir, serve, args.readyTimeoutSeconds, ids, this);
 
         const url = serveEndpointUrl(head.node.sshHost, serve.port);
-        this.endpoint = this.readiness.stdout.apply(() => url);
+        this.endpoint = this.readiness.result.apply(() => url);
         this.fingerprint = pulumi.all(ids).apply((xs) => joinFingerprint(xs));
 
         this.registerOutputs({ endpoint: this.endpoint, fingerprint: this.fingerprint });

@@ -1,6 +1,6 @@
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
-import { RayHeadContainerParams, rayHeadContainerArgs } from "./containerArgs";
+import { RayHeadContainerParams, containerOptions, rayHeadContainerArgs } from "./containerArgs";
 import { SparkNode } from "./sparkNode";
 
 export interface RayHeadArgs extends Omit<RayHeadContainerParams, "node"> {
@@ -19,11 +19,11 @@ export class RayHead extends pulumi.ComponentResource {
         const { host, ...params } = args;
         const node = host.node;
 
-        this.container = new docker.Container(`${name}-container`, rayHeadContainerArgs({ ...params, node }), {
-            parent: this,
-            provider: host.provider,
-            deleteBeforeReplace: true,
-        });
+        this.container = new docker.Container(
+            `${name}-container`,
+            rayHeadContainerArgs({ ...params, node }),
+            containerOptions(this, host.provider),
+        );
 
         const address = `${node.fabricIp}:${args.ports.gcsPort}`;
         this.address = this.container.id.apply(() => address);

@@ -1,6 +1,6 @@
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
-import { RayWorkerContainerParams, rayWorkerContainerArgs } from "./containerArgs";
+import { RayWorkerContainerParams, containerOptions, rayWorkerContainerArgs } from "./containerArgs";
 import { SparkNode } from "./sparkNode";
 
 /**
@@ -21,11 +21,11 @@ export class RayWorker extends pulumi.ComponentResource {
         super("vllm-cluster:index:RayWorker", name, {}, opts);
         const { host, ...params } = args;
 
-        this.container = new docker.Container(`${name}-container`, rayWorkerContainerArgs({ ...params, node: host.node }), {
-            parent: this,
-            provider: host.provider,
-            deleteBeforeReplace: true,
-        });
+        this.container = new docker.Container(
+            `${name}-container`,
+            rayWorkerContainerArgs({ ...params, node: host.node }),
+            containerOptions(this, host.provider),
+        );
 
         this.registerOutputs({ containerId: this.container.id });
     }

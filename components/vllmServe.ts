@@ -1,8 +1,9 @@
 import * as command from "@pulumi/command";
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
-import { apiKeyHash, apiKeyInstallCommand, apiKeyRemoveCommand, serveReadinessCommand, serveReadinessSpec } from "./commands";
-import { ServeContainerParams, serveContainerArgs } from "./containerArgs";
+import { ServeSpec, apiKeyHash, apiKeyInstallCommand, apiKeyRemoveCommand, serveReadinessCommand, serveReadinessSpec } from "./commands";
+import { ServeContainerParams, containerOptions, serveContainerArgs } from "./containerArgs";
+import { HostCheck } from "./hostCheck";
 import { SparkNode } from "./sparkNode";
 
 export interface VllmServeArgs extends Omit<ServeContainerParams, "node" | "apiKeyHash"> {
@@ -18,6 +19,36 @@ export function keyHash(apiKey: pulumi.Input<string>): pulumi.Output<string> {
     return pulumi.unsecret(pulumi.output(apiKey).apply(apiKeyHash));
 }
 
+/** Seconds the refresh-time look at a running server may take (one /health, one completion with and without the key). */
+const READINESS_LOOK_SECONDS = 20;
+
+/**
+ * The readiness gate of a server on `host`: on create and whenever `triggers` change (the container was replaced)
+ * it waits, bounded, for /health, one real chat completion with the key and a 401 without it; `pulumi refresh`
+ * looks again, so the next `up --refresh` returns only once the server answers.
+ */
+export function serveReadiness(
+    name: string,
+    host: SparkNode,
+    stateDir: string,
+    serve: Pick<ServeSpec, "port" | "servedName">,
+    timeoutSeconds: number,
+    triggers: pulumi.Input<string>[],
+    parent: pulumi.Resource,
+): HostCheck {
+    const spec = (seconds: number) => serveReadinessSpec(host.node.name, serve, stateDir, seconds);
+    return new HostCheck(
+        name,
+        {
+            what: `serve readiness on node ${host.node.name}`,
+            waitScript: serveReadinessCommand(host.ssh, spec(timeoutSeconds)),
+            checkScript: serveReadinessCommand(host.ssh, { ...spec(READINESS_LOOK_SECONDS), intervalSeconds: 2 }),
+            triggers,
+        },
+        { parent },
+    );
+}
+
 /** The OpenAI-compatible base URL operators use: the head's SSH address and the serve port. */
 export function serveEndpointUrl(sshHost: string, port: number): string {
     return `http://${sshHost}:${port}/v1`;
@@ -30,7 +61,7 @@ export function serveEndpointUrl(sshHost: string, port: number): string {
 export class VllmServe extends pulumi.ComponentResource {
     public readonly apiKeyFile: command.local.Command;
     public readonly container: docker.Container;
-    public readonly readiness: command.local.Command;
+    public readonly readiness: HostCheck;
     /** OpenAI-compatible base URL, resolved once readiness passed. */
     public readonly endpoint: pulumi.Output<string>;
 
@@ -55,20 +86,21 @@ export class VllmServe extends pulumi.ComponentResource {
             `${name}-container`,
             serveContainerArgs({ ...params, node, apiKeyHash: keyHash(apiKey) }),
             // The key file carries no data the container could take as input, hence dependsOn.
-            { parent: this, provider: head.provider, deleteBeforeReplace: true, dependsOn: [this.apiKeyFile] },
+            containerOptions(this, head.provider, [this.apiKeyFile]),
         );
 
-        this.readiness = new command.local.Command(
+        this.readiness = serveReadiness(
             `${name}-readiness`,
-            {
-                create: serveReadinessCommand(t, serveReadinessSpec(node.name, args.serve, args.stateDir, readyTimeoutSeconds)),
-                triggers: [this.container.id],
-            },
-            { parent: this },
+            head,
+            args.stateDir,
+            args.serve,
+            readyTimeoutSeconds,
+            [this.container.id],
+            this,
         );
 
         const url = serveEndpointUrl(node.sshHost, args.serve.port);
-        this.endpoint = this.readiness.stdout.apply(() => url);
+        this.endpoint = this.readiness.result.apply(() => url);
 
         this.registerOutputs({ endpoint: this.endpoint });
     }

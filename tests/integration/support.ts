@@ -1,8 +1,6 @@
-/** Shared by the integration test files: bounded HTTP to the serve endpoint, the stand-in model dir, timings. */
+/** Shared by the integration test files: bounded HTTP to the serve endpoint, chat completions, timings. */
 import * as fs from "fs";
 import * as http from "http";
-import * as path from "path";
-import { ClusterConfig } from "../../infra/config";
 
 export interface HttpAnswer {
     status: number;
@@ -20,21 +18,28 @@ export function request(method: string, url: string, opts: { key?: string; body?
         if (data) {
             headers["Content-Type"] = "application/json";
         }
-        const req = http.request(url, { method, headers, timeout: opts.timeoutMs ?? 30_000 }, (res) => {
+        const req = http.request(url, { method, headers, timeout: opts.timeoutMs ?? 60_000 }, (res) => {
             let body = "";
             res.on("data", (d: Buffer) => (body += d.toString()));
             res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
         });
-        req.on("timeout", () => req.destroy(new Error(`${method} ${url}: no answer within ${opts.timeoutMs ?? 30_000} ms`)));
+        req.on("timeout", () => req.destroy(new Error(`${method} ${url}: no answer within ${opts.timeoutMs ?? 60_000} ms`)));
         req.on("error", reject);
         req.end(data);
     });
 }
 
-/** Operator prerequisite on the hosts: the model directory (one shared file system on the testbed). */
-export function ensureStandInModelDir(cfg: ClusterConfig): void {
-    fs.mkdirSync(cfg.model.hostPath, { recursive: true });
-    fs.writeFileSync(path.join(cfg.model.hostPath, "config.json"), '{"architectures":["StandIn"]}\n');
+/** A greedy (temperature 0) chat completion of a fixed prompt. */
+export function chat(endpoint: string, model: string, key?: string, maxTokens = 16): Promise<HttpAnswer> {
+    return request("POST", `${endpoint}/chat/completions`, {
+        key,
+        body: { model, messages: [{ role: "user", content: "Say hello to the cluster." }], max_tokens: maxTokens, temperature: 0 },
+    });
+}
+
+/** Tokens the server says it generated for a completion answer. */
+export function completionTokens(a: HttpAnswer): number {
+    return (JSON.parse(a.body) as { usage?: { completion_tokens?: number } }).usage?.completion_tokens ?? 0;
 }
 
 /** Merges this file's timings into the shared timings file (each integration test file adds its own). */

@@ -102,6 +102,13 @@ function mockState(args: pulumi.runtime.MockResourceArgs): { id: string; state: 
         case "docker:index/container:Container":
             return { id: `ctr-${hash(inputs)}`, state: { ...inputs } };
         case "pulumi-nodejs:dynamic:Resource":
+            if (inputs.waitScript !== undefined) {
+                // HostCheck: the gate's fingerprint follows its wait script and triggers, as a re-formed cluster would
+                const result = args.name.endsWith("-probe")
+                    ? JSON.stringify({ fingerprint: hash([inputs.waitScript, inputs.triggers]), nodes: {}, gpus: 0 })
+                    : JSON.stringify({ ready: true });
+                return { id: args.name, state: { ...inputs, result, healthy: true } };
+            }
             return {
                 id: `${inputs.node}/${inputs.ref}`,
                 state: { ...inputs, imageId: `sha256:${hash(inputs.ref)}` },

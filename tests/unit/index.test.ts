@@ -21,7 +21,8 @@ test("infra/index reads the stack config and exports the outputs", async () => {
                 names.push(a.name);
                 const state: Record<string, unknown> = { ...a.inputs };
                 if (a.name.endsWith("-preflight")) state.stdout = '{"arch":"x86_64"}';
-                if (a.name.endsWith("-probe")) state.stdout = '{"fingerprint":"f00"}';
+                if (a.name.endsWith("-probe")) state.result = '{"fingerprint":"f00"}';
+                if (a.name.endsWith("-readiness")) state.result = '{"ready":true}';
                 if (a.type.startsWith("pulumi-nodejs:dynamic")) state.imageId = "sha256:1";
                 if (a.type.startsWith("random:")) state.result = "k";
                 return { id: `${a.name}-id`, state };

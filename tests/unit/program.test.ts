@@ -12,6 +12,7 @@ const T = {
     command: "command:local:Command",
     image: "vllm-cluster:index:ImageDistribution",
     presence: "pulumi-nodejs:dynamic:Resource",
+    dynamic: "pulumi-nodejs:dynamic:Resource",
     rayHead: "vllm-cluster:index:RayHead",
     rayWorker: "vllm-cluster:index:RayWorker",
     ready: "vllm-cluster:index:ClusterReady",
@@ -51,13 +52,13 @@ function expectedGraph(cfg: ClusterConfig): [string, string, string, string][] {
             [`ray-worker-${w.name}-container`, T.container, `ray-worker-${w.name}`, `${w.name}-docker`],
         );
     }
-    rows.push(["cluster-ready", T.ready, "", ""], ["cluster-ready-probe", T.command, "cluster-ready", ""]);
+    rows.push(["cluster-ready", T.ready, "", ""], ["cluster-ready-probe", T.dynamic, "cluster-ready", ""]);
     rows.push(["api-key", T.password, "", ""]);
     rows.push(
         ["serve", T.serve, "", ""],
         ["serve-api-key-file", T.command, "serve", ""],
         ["serve-container", T.container, "serve", `${cfg.head.name}-docker`],
-        ["serve-readiness", T.command, "serve", ""],
+        ["serve-readiness", T.dynamic, "serve", ""],
     );
     return rows.sort((a, b) => a[0].localeCompare(b[0]));
 }
@@ -322,8 +323,14 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
     test("remote commands: preflight, probe, readiness", () => {
         const r = run();
         expect(get(r, "spark-1-preflight").inputs.create).toContain("nvidia-smi -L");
-        expect(get(r, "cluster-ready-probe").inputs.create).toContain("docker exec vllm-ray-head python3 -c");
-        expect(get(r, "serve-readiness").inputs.create).toContain("bash -c");
+        const probe = get(r, "cluster-ready-probe").inputs;
+        expect(probe.waitScript).toContain("docker exec vllm-ray-head python3 -c");
+        // the refresh-time look is the same probe with no waiting
+        expect(probe.checkScript).toBe((probe.waitScript as string).replace('"timeoutSeconds":300', '"timeoutSeconds":0'));
+        const ready = get(r, "serve-readiness").inputs;
+        expect(ready.waitScript).toContain("bash -c");
+        expect(ready.waitScript).toContain("within 1800s");
+        expect(ready.checkScript).toContain("within 20s");
         expect(get(r, "serve-api-key-file").inputs.delete).toContain("rm -f");
     });
 });
@@ -442,7 +449,7 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
             ["serve-api-key-file", T.command, "serve", ""],
             ["serve-rank-0-container", T.container, "serve", "spark-1-docker"],
             ["serve-rank-1-container", T.container, "serve", "spark-2-docker"],
-            ["serve-readiness", T.command, "serve", ""],
+            ["serve-readiness", T.dynamic, "serve", ""],
         );
         expect(run.resources.map((r) => [r.name, r.type, r.parent, r.provider])).toEqual(rows.sort((a, b) => a[0].localeCompare(b[0])));
         for (const r of run.resources.filter((x) => x.type === T.container)) {

@@ -1,0 +1,126 @@
+import * as pulumi from "@pulumi/pulumi";
+
+/**
+ * Inputs of a HostCheck: a bounded wait and a quick look at the same condition on a host (both local bash command
+ * lines, built by the pure builders, that reach the host over ssh), and the values whose change re-runs the wait.
+ */
+export interface HostCheckInputs {
+    /** What is checked, for messages: "serve readiness on node spark-1". */
+    what: pulumi.Input<string>;
+    /** Waits, bounded, until the condition holds; exit 0 with the result as its last stdout line. */
+    waitScript: pulumi.Input<string>;
+    /**
+     * One quick look: exit 0 when the condition holds (last stdout line: the current result), 255 when ssh could not
+     * reach the host, anything else when it does not hold.
+     */
+    checkScript: pulumi.Input<string>;
+    /** Values whose change re-runs the wait (container IDs, a key hash). */
+    triggers: pulumi.Input<pulumi.Input<string>[]>;
+}
+
+interface State {
+    what: string;
+    waitScript: string;
+    checkScript: string;
+    triggers: string[];
+    /** Last stdout line of the last successful wait or look. */
+    result?: string;
+    /** false when the last refresh found the condition broken: the next up waits again. */
+    healthy?: boolean;
+    /** The look's complaint when unhealthy (stderr tail). */
+    problem?: string;
+}
+
+const INPUTS = ["what", "waitScript", "checkScript", "triggers"] as const;
+
+/** Runs a bash script; resolves with exit code, stdout and the stderr tail (never rejects for a non-zero exit). */
+function bash(script: string): Promise<{ code: number; stdout: string; stderr: string }> {
+    // Required here: dynamic provider code is serialized, and built-in modules are re-required on the far side.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const cp = require("child_process") as typeof import("child_process");
+    return new Promise((resolve) => {
+        const child = cp.spawn("bash", ["-c", script], { stdio: ["ignore", "pipe", "pipe"] });
+        let stdout = "";
+        let stderr = "";
+        child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+        child.stderr.on("data", (d: Buffer) => {
+            stderr = (stderr + d.toString()).slice(-16384);
+        });
+        child.on("error", (e) => resolve({ code: -1, stdout, stderr: `cannot run bash: ${e.message}` }));
+        child.on("close", (code) => resolve({ code: code ?? -1, stdout, stderr }));
+    });
+}
+
+function lastLine(s: string): string {
+    return s.trim().split("\n").pop()?.trim() ?? "";
+}
+
+function tail(s: string, lines = 25): string {
+    return s.trim().split("\n").slice(-lines).join("\n");
+}
+
+async function wait(s: State): Promise<State> {
+    const r = await bash(s.waitScript);
+    if (r.code !== 0) {
+        throw new Error(`${s.what} failed (exit ${r.code}):\n${tail(r.stderr)}`);
+    }
+    return { ...s, result: lastLine(r.stdout), healthy: true, problem: "" };
+}
+
+/**
+ * A condition on a host that `pulumi up` waits for and `pulumi refresh` looks at again. create and a replacement
+ * (any input changed, e.g. a container ID in triggers) run the bounded wait. read (refresh) runs the quick look: a
+ * broken condition is recorded as healthy=false, so the next `up` waits again, in dependency order after whatever
+ * it replaces first; a changed result (a re-formed Ray cluster's fingerprint) flows to the resources that take it
+ * as input. An unreachable host fails the refresh naming the check. Plain `up` without refresh runs nothing.
+ */
+export const hostCheckProvider: pulumi.dynamic.ResourceProvider = {
+    async check(_olds: State, news: State) {
+        return { inputs: news };
+    },
+
+    async diff(_id: string, olds: State, news: State) {
+        const changed = INPUTS.filter((k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]));
+        if (changed.length > 0) {
+            return { changes: true, replaces: [...changed], deleteBeforeReplace: false };
+        }
+        return olds.healthy === false ? { changes: true, replaces: [], stables: [] } : { changes: false };
+    },
+
+    async create(inputs: State) {
+        const outs = await wait(inputs);
+        return { id: `${inputs.what}`.replace(/[^A-Za-z0-9.-]+/g, "-"), outs };
+    },
+
+    async update(_id: string, _olds: State, news: State) {
+        return { outs: await wait(news) };
+    },
+
+    async read(id: string, props?: State) {
+        if (!props) {
+            throw new Error(`cannot refresh host check ${id} without its recorded state`);
+        }
+        const r = await bash(props.checkScript);
+        if (r.code === 255) {
+            throw new Error(`${props.what}: cannot reach the host:\n${tail(r.stderr)}`);
+        }
+        if (r.code === 0) {
+            return { id, props: { ...props, result: lastLine(r.stdout) || props.result, healthy: true, problem: "" } };
+        }
+        return { id, props: { ...props, healthy: false, problem: tail(r.stderr, 10) } };
+    },
+
+    async delete() {
+        // Nothing to undo: a check leaves nothing behind on the host.
+    },
+};
+
+/** A checked condition on a host; `result` is the last line its wait (or look) printed. */
+export class HostCheck extends pulumi.dynamic.Resource {
+    declare public readonly result: pulumi.Output<string>;
+    declare public readonly healthy: pulumi.Output<boolean>;
+
+    constructor(name: string, args: HostCheckInputs, opts?: pulumi.CustomResourceOptions) {
+        super(hostCheckProvider, name, { ...args, result: undefined, healthy: undefined, problem: undefined }, opts);
+    }
+}

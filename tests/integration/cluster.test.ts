@@ -1,0 +1,350 @@
+/**
+ * The `local` stack (backend ray: Ray head on spark-1, worker on spark-2, vLLM serve on the head) deployed on the
+ * simulated hosts by the real Pulumi engine and provider plugins, through the Automation API. Run by
+ * tests/integration/run.sh (root, testbed up, toolchain on PATH), never by the unit run.
+ */
+import * as fs from "fs";
+import { RAY_HEAD_CONTAINER, RAY_WORKER_CONTAINER, SERVE_CONTAINER, apiKeyHostPath } from "../../components/commands";
+import {
+    OpResult,
+    Project,
+    changed,
+    cliExport,
+    destroy,
+    editConfig,
+    expectOk,
+    openProject,
+    preview,
+    removeProject,
+    stateResources,
+    up,
+} from "./engine";
+import { Hosts, runArgv, sshdAccepted, stackConfig, waitFor } from "./hosts";
+import { chat, completionTokens, mergeTimings, request } from "./support";
+
+const STACK = "local";
+const TESTBED = process.env.VCL_TESTBED_DIR ?? "/var/lib/vllm-cluster-testbed";
+const TIMINGS_FILE = process.env.VCL_INTEGRATION_TIMINGS;
+const timings: Record<string, number> = {};
+
+let p: Project;
+let hosts: Hosts;
+let endpoint = "";
+let apiKey = "";
+let model = "";
+const head = "spark-1";
+const worker = "spark-2";
+
+async function timedUp(name: string, opts: Parameters<typeof up>[1] = {}): Promise<OpResult> {
+    const r = await up(p, opts);
+    timings[name] = Math.round(r.seconds * 10) / 10;
+    return r;
+}
+
+async function ids(): Promise<Record<string, string>> {
+    return {
+        head: await hosts.containerId(head, RAY_HEAD_CONTAINER),
+        worker: await hosts.containerId(worker, RAY_WORKER_CONTAINER),
+        serve: await hosts.containerId(head, SERVE_CONTAINER),
+    };
+}
+
+beforeAll(async () => {
+    p = await openProject(STACK);
+    hosts = new Hosts(stackConfig(p.stackFile));
+    model = hosts.cfg.model.servedName;
+    // Start from empty: no container of any project stack on the two hosts, and no image on spark-2 (so it is copied).
+    for (const n of [head, worker]) {
+        await hosts.on(
+            n,
+            ["sh", "-c", "docker rm -f $(docker ps -aq --filter label=vllm-cluster.managed=true) 2>/dev/null; true"],
+            120_000,
+        );
+    }
+    await hosts.docker(worker, ["image", "rm", "--force", hosts.cfg.image.ref]);
+}, 300_000);
+
+afterAll(async () => {
+    if (TIMINGS_FILE) {
+        mergeTimings(TIMINGS_FILE, timings);
+    }
+    if (p) {
+        if (process.env.VCL_INTEGRATION_KEEP !== "1") {
+            await destroy(p);
+        }
+        removeProject(p);
+    }
+}, 600_000);
+
+describe("backend ray on the simulated hosts through the real Pulumi engine", () => {
+    test("preview from empty plans every resource as a create and opens no ssh connection", async () => {
+        const before = sshdAccepted(TESTBED, [head, worker]);
+        const r = expectOk(await preview(p));
+        const creates = Object.entries(r.ops)
+            .filter(([, op]) => op === "create")
+            .map(([n]) => n);
+        expect(Object.values(r.ops).every((op) => op === "create")).toBe(true);
+        for (const n of [
+            "spark-1-preflight",
+            "spark-2-preflight",
+            "image-spark-1",
+            "image-spark-2",
+            "api-key",
+            "ray-head-container",
+            "ray-worker-spark-2-container",
+            "cluster-ready-probe",
+            "serve-api-key-file",
+            "serve-container",
+            "serve-readiness",
+        ]) {
+            expect(creates).toContain(n);
+        }
+        expect(sshdAccepted(TESTBED, [head, worker])).toEqual(before);
+    }, 300_000);
+
+    test("up fails naming node and port while another process holds the serve port; the next up converges", async () => {
+        const port = hosts.cfg.serve.port;
+        // the manual deployment's stopped proxy: something that is not this project listens on the serve port
+        const squatter = runArgv(
+            [
+                "ip",
+                "netns",
+                "exec",
+                "vcl-h1",
+                "timeout",
+                "600",
+                "python3",
+                "-m",
+                "http.server",
+                String(port),
+                "--bind",
+                hosts.node(head).sshHost,
+            ],
+            { timeoutMs: 700_000 },
+        ).catch(() => undefined);
+        const listening = async () =>
+            (await runArgv(["ip", "netns", "exec", "vcl-h1", "ss", "-Hltn", `sport = :${port}`])).stdout.trim() !== "";
+        await waitFor(`a listener on port ${port} in vcl-h1`, listening, 15_000, 250);
+        try {
+            const failed = await timedUp("up-blocked-by-port");
+            expect(failed.ok).toBe(false);
+            expect(failed.output + failed.error).toContain(
+                `preflight failed on node spark-1 (root@10.231.0.11): port ${port} is already in use on the host, not by this project`,
+            );
+            expect(failed.seconds).toBeLessThan(120);
+            expect(await hosts.containerId(head, RAY_HEAD_CONTAINER)).toBe("");
+        } finally {
+            await runArgv(["ip", "netns", "exec", "vcl-h1", "pkill", "-f", `http.server ${port}`]);
+            await squatter;
+        }
+        await waitFor(`port ${port} free`, async () => !(await listening()), 15_000, 250);
+
+        const r = expectOk(await timedUp("up-from-empty-to-serving"));
+        endpoint = r.outputs.endpoint as string;
+        apiKey = r.outputs.apiKey as string;
+        expect(endpoint).toBe(`http://${hosts.node(head).sshHost}:${port}/v1`);
+        expect(apiKey).toMatch(/^[A-Za-z0-9]{48}$/);
+        expect(r.outputs.servedModelName).toBe(model);
+        expect(changed(r).filter((c) => !c.startsWith("create "))).toEqual([]);
+        const idHead = await hosts.imageId(head, hosts.cfg.image.ref);
+        expect(idHead).toMatch(/^sha256:/);
+        expect(await hosts.imageId(worker, hosts.cfg.image.ref)).toBe(idHead);
+        for (const [n, c] of [
+            [head, RAY_HEAD_CONTAINER],
+            [worker, RAY_WORKER_CONTAINER],
+            [head, SERVE_CONTAINER],
+        ]) {
+            expect(await hosts.inspect(n, c, "{{.State.Running}}")).toBe("true");
+        }
+    }, 1_800_000);
+
+    test("serving: /health 200, chat with the key 200, 401 without or with a wrong key, vLLM's own /metrics", async () => {
+        const base = endpoint.replace(/\/v1$/, "");
+        expect((await request("GET", `${base}/health`)).status).toBe(200);
+        const ok = await chat(endpoint, model, apiKey);
+        expect(ok.status).toBe(200);
+        expect(completionTokens(ok)).toBeGreaterThan(0);
+        expect((await chat(endpoint, model)).status).toBe(401);
+        expect((await chat(endpoint, model, "wrong-key")).status).toBe(401);
+        const metrics = await request("GET", `${base}/metrics`);
+        expect(metrics.status).toBe(200);
+        expect(metrics.body).toMatch(/^vllm:request_success_total\{.*\} [1-9]/m);
+        expect(metrics.body).toMatch(/^vllm:prompt_tokens_total\{.*\} [1-9]/m);
+    }, 300_000);
+
+    test("a second up changes nothing and opens no ssh connection", async () => {
+        const idsBefore = await ids();
+        // counted around the up alone: the ids() calls are this test's own ssh connections
+        const before = sshdAccepted(TESTBED, [head, worker]);
+        const r = expectOk(await timedUp("no-op-up", { expectNoChanges: true }));
+        expect(changed(r)).toEqual([]);
+        const after = sshdAccepted(TESTBED, [head, worker]);
+        expect(after).toEqual(before);
+        expect(await ids()).toEqual(idsBefore);
+    }, 600_000);
+
+    test("preflight re-run against the deployed cluster passes: the ports it holds are its own containers'", async () => {
+        const r = expectOk(await up(p, { replace: [urn("command:local:Command", "spark-1-preflight")] }));
+        expect(changed(r)).toEqual(["replace spark-1-preflight"]);
+    }, 600_000);
+
+    test("the API key is in no docker inspect, process command line, container log, state export or stack file", async () => {
+        for (const n of [head, worker]) {
+            const all = (await hosts.must(n, ["docker", "ps", "--all", "--quiet"])).trim().split("\n").filter(Boolean);
+            expect(all.length).toBeGreaterThan(0);
+            expect(await hosts.must(n, ["docker", "inspect", ...all])).not.toContain(apiKey);
+            for (const c of all) {
+                const logs = await hosts.docker(n, ["logs", c]);
+                expect(logs.stdout + logs.stderr).not.toContain(apiKey);
+            }
+        }
+        const ps = await hosts.must(head, ["ps", "-eo", "pid,args", "--no-headers", "-ww"]);
+        expect(ps).toContain("vllm serve");
+        expect(ps).not.toContain(apiKey);
+        const exported = await cliExport(p);
+        expect(exported).toContain('"apiKey"');
+        expect(exported).not.toContain(apiKey);
+        expect(fs.readFileSync(p.stackFile, "utf8")).not.toContain(apiKey);
+        expect(p.lastOutput.join("")).not.toContain(apiKey);
+        const keyFile = apiKeyHostPath(hosts.cfg.stateDir, head);
+        expect((await hosts.must(head, ["stat", "-c", "%a %F", keyFile])).trim()).toBe("600 regular file");
+    }, 300_000);
+
+    test("a serve argument change: preview names the flag; up replaces only serve and its readiness check", async () => {
+        const before = await ids();
+        const maxLen = hosts.cfg.serve.maxModelLen! / 2;
+        editConfig(p, (c) => ((c.serve as Record<string, unknown>).maxModelLen = maxLen));
+        const pv = expectOk(await preview(p, { diff: true }));
+        expect(changed(pv)).toEqual(["replace serve-container", "replace serve-readiness"]);
+        expect(pv.diffs["serve-container"]).toEqual(["command"]);
+        // the one changed element of the serve command line, right after its flag
+        const at = serveCommandIndex("--max-model-len") + 1;
+        expect(pv.output).toContain(`~ [${at}]: "${hosts.cfg.serve.maxModelLen}" => "${maxLen}"`);
+
+        const r = expectOk(await timedUp("serve-arg-change-to-serving"));
+        expect(changed(r)).toEqual(["replace serve-container", "replace serve-readiness"]);
+        const after = await ids();
+        expect(after.head).toBe(before.head);
+        expect(after.worker).toBe(before.worker);
+        expect(after.serve).not.toBe(before.serve);
+        const models = await request("GET", `${endpoint}/models`, { key: apiKey });
+        expect(models.status).toBe(200);
+        expect((JSON.parse(models.body) as { data: { max_model_len: number }[] }).data[0].max_model_len).toBe(maxLen);
+    }, 1_200_000);
+
+    test("a Ray worker registered with its management IP fails the gate naming the host, within its bound", async () => {
+        // The seeds' failure: Ray on the worker took the management address while vLLM used the fabric IP. An extra
+        // Ray node started by hand on spark-2 with the management IP reproduces it next to the program's worker.
+        const headAddress = `${hosts.node(head).fabricIp}:${hosts.cfg.ray.gcsPort}`;
+        const rogue = "vcl-it-rogue-worker";
+        await hosts.docker(worker, ["rm", "-f", rogue]);
+        await hosts.must(worker, [
+            "docker",
+            "run",
+            "-d",
+            "--name",
+            rogue,
+            "--network",
+            "host",
+            "--entrypoint",
+            "/usr/bin/env",
+            hosts.cfg.image.ref,
+            "ray",
+            "start",
+            "--block",
+            `--address=${headAddress}`,
+            `--node-ip-address=${hosts.node(worker).sshHost}`,
+            "--num-gpus=1",
+            "--disable-usage-stats",
+        ]);
+        try {
+            editConfig(p, (c) => ((c.ray as Record<string, unknown>).readyTimeoutSeconds = 45));
+            const r = await timedUp("gate-fails-on-management-ip");
+            expect(r.ok).toBe(false);
+            expect(r.output + r.error).toMatch(
+                /cluster-ready: not ready after 45s: .*hosts registered with a wrong IP: spark-2 registered as 10\.231\.0\.12 instead of its fabric IP/,
+            );
+            expect(r.seconds).toBeLessThan(45 + 90);
+        } finally {
+            await hosts.docker(worker, ["rm", "-f", rogue]);
+        }
+        // Restored: once Ray has noticed the rogue node is gone, the gate passes again.
+        editConfig(p, (c) => ((c.ray as Record<string, unknown>).readyTimeoutSeconds = hosts.cfg.ray.readyTimeoutSeconds));
+        // The failed gate left the state as it was, so restoring the timeout is no change. A refresh looks at the
+        // cluster again: until Ray has declared the rogue node dead the gate is unhealthy and up waits for it; the
+        // Ray containers and the server are left alone (the program's own nodes never changed).
+        const healed = expectOk(await timedUp("gate-after-rogue-removed", { refresh: true }));
+        expect(changed(healed).filter((c) => c !== "update cluster-ready-probe")).toEqual([]);
+        expect((await chat(endpoint, model, apiKey)).status).toBe(200);
+    }, 1_800_000);
+
+    test("up --refresh after serve and a worker were killed: worker, gate, serve, readiness in order; returns serving", async () => {
+        const before = await ids();
+        await hosts.must(head, ["docker", "kill", SERVE_CONTAINER]);
+        await hosts.must(worker, ["docker", "kill", RAY_WORKER_CONTAINER]);
+        const order: string[] = [];
+        const r = expectOk(await timedUp("heal-killed-serve-and-worker", { refresh: true, onStep: (n) => order.push(n) }));
+        // The killed containers are replaced (a new ID, not restarted in place), which re-forms the cluster: the
+        // gate waits again, serve restarts, readiness waits for a completion.
+        expect(changed(r)).toEqual(
+            expect.arrayContaining([
+                "replace ray-worker-spark-2-container",
+                "replace cluster-ready-probe",
+                "replace serve-container",
+                "replace serve-readiness",
+            ]),
+        );
+        expect(changed(r)).not.toContain("replace ray-head-container");
+        const pos = (n: string) => order.indexOf(n);
+        expect(pos("ray-worker-spark-2-container")).toBeLessThan(pos("cluster-ready-probe"));
+        expect(pos("cluster-ready-probe")).toBeLessThan(pos("serve-container"));
+        expect(pos("serve-container")).toBeLessThan(pos("serve-readiness"));
+        const after = await ids();
+        expect(after.head).toBe(before.head);
+        expect(after.worker).not.toBe(before.worker);
+        expect(after.serve).not.toBe(before.serve);
+        // up returned only once the server answers
+        expect((await chat(endpoint, model, apiKey)).status).toBe(200);
+    }, 1_800_000);
+
+    test("destroy removes every container and the key file, and leaves an empty state", async () => {
+        const r = expectOk(await destroy(p));
+        timings.destroy = Math.round(r.seconds * 10) / 10;
+        for (const n of [head, worker]) {
+            expect(await hosts.projectContainers(n, STACK)).toEqual([]);
+        }
+        expect((await hosts.on(head, ["test", "-e", apiKeyHostPath(hosts.cfg.stateDir, head)])).code).toBe(1);
+        expect(await stateResources(p)).toEqual([]);
+    }, 600_000);
+});
+
+/** Position of `flag` in the serve container's command as deployed (the diff's element index). */
+function serveCommandIndex(flag: string): number {
+    const serve = knownState.find((r) => r.urn.endsWith("::serve-container"));
+    const command = (serve?.inputs?.command ?? []) as string[];
+    const i = command.indexOf(flag);
+    if (i < 0) {
+        throw new Error(`${flag} is not in the serve container's command: ${JSON.stringify(command)}`);
+    }
+    return i;
+}
+
+function urn(type: string, name: string): string {
+    // Every resource the program registers is under a component; the engine matches --replace on the full URN,
+    // so look it up in the state.
+    const want = `::${name}`;
+    const found = knownUrns.find((u) => u.endsWith(want) && u.includes(type));
+    if (!found) {
+        throw new Error(`no ${type} named ${name} in the state`);
+    }
+    return found;
+}
+let knownUrns: string[] = [];
+let knownState: { urn: string; inputs?: Record<string, unknown> }[] = [];
+beforeEach(async () => {
+    if (p) {
+        const d = await p.stack.exportStack();
+        knownState = (d.deployment.resources ?? []) as { urn: string; inputs?: Record<string, unknown> }[];
+        knownUrns = knownState.map((r) => r.urn);
+    }
+});

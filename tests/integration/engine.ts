@@ -1,0 +1,228 @@
+/**
+ * The real Pulumi engine for the integration tests, through Pulumi's Automation API (which drives the `pulumi` CLI
+ * that setup/env.sh puts on PATH): a private copy of the project per test file, so stack config edits and stack
+ * files never touch the repository, and a throwaway file backend.
+ */
+import { EngineEvent, LocalWorkspace, OpType, Stack } from "@pulumi/pulumi/automation";
+import { spawnSync } from "child_process";
+import * as fs from "fs";
+import * as os from "os";
+import * as path from "path";
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const yaml = require("js-yaml") as { load(s: string): unknown; dump(o: unknown, opts?: unknown): string };
+
+const ROOT = path.join(__dirname, "..", "..");
+/** The local stacks' documented passphrase; their stack files carry its encryption salt. */
+export const LOCAL_PASSPHRASE = "vllm-cluster-local-simulated-only";
+
+export interface Project {
+    dir: string;
+    stackName: string;
+    stackFile: string;
+    stack: Stack;
+    /** Engine log lines of the last operation (for failure messages). */
+    lastOutput: string[];
+}
+
+/** Copies what `pulumi` needs to run the program (not the tests) into a temp dir and opens the stack there. */
+export async function openProject(stackName: string, prefix = "vcl-it-"): Promise<Project> {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+    for (const f of ["Pulumi.yaml", "package.json", "tsconfig.json"]) {
+        fs.copyFileSync(path.join(ROOT, f), path.join(dir, f));
+    }
+    for (const d of ["infra", "components", "stacks"]) {
+        fs.cpSync(path.join(ROOT, d), path.join(dir, d), { recursive: true });
+    }
+    fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(dir, "node_modules"));
+    fs.mkdirSync(path.join(dir, ".state"));
+    const stack = await LocalWorkspace.createOrSelectStack(
+        { stackName, workDir: dir },
+        {
+            envVars: {
+                PULUMI_BACKEND_URL: `file://${path.join(dir, ".state")}`,
+                PULUMI_CONFIG_PASSPHRASE: LOCAL_PASSPHRASE,
+                PULUMI_SKIP_UPDATE_CHECK: "true",
+                PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: "true",
+                PULUMI_IGNORE_AMBIENT_PLUGINS: "true",
+            },
+        },
+    );
+    return { dir, stackName, stackFile: path.join(dir, "stacks", `Pulumi.${stackName}.yaml`), stack, lastOutput: [] };
+}
+
+export function removeProject(p: Project): void {
+    fs.rmSync(p.dir, { recursive: true, force: true });
+}
+
+/** Reads the project copy's stack config (`vllm-cluster:` keys without the namespace), lets `edit` change it. */
+export function editConfig(p: Project, edit: (cfg: Record<string, unknown>) => void): void {
+    const doc = yaml.load(fs.readFileSync(p.stackFile, "utf8")) as { config: Record<string, unknown> };
+    const cfg: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(doc.config)) {
+        cfg[k.replace(/^vllm-cluster:/, "")] = v;
+    }
+    edit(cfg);
+    doc.config = Object.fromEntries(Object.entries(cfg).map(([k, v]) => [`vllm-cluster:${k}`, v]));
+    fs.writeFileSync(p.stackFile, yaml.dump(doc, { lineWidth: 200 }));
+}
+
+/** What one engine operation did: the step per resource (by logical name), outputs, time, and the log. */
+export interface OpResult {
+    ok: boolean;
+    /** Logical name -> engine step ("create", "same", "replace", "update", "delete", "refresh", ...). */
+    ops: Record<string, OpType>;
+    /** Logical name -> properties whose change forced a replacement or update (from the step's diff). */
+    diffs: Record<string, string[]>;
+    outputs: Record<string, unknown>;
+    seconds: number;
+    output: string;
+    error?: string;
+}
+
+const nameOf = (urn: string) => urn.split("::").pop() ?? urn;
+
+function collector(): { onEvent: (e: EngineEvent) => void; ops: Record<string, OpType>; diffs: Record<string, string[]> } {
+    const ops: Record<string, OpType> = {};
+    const diffs: Record<string, string[]> = {};
+    return {
+        ops,
+        diffs,
+        onEvent: (e: EngineEvent) => {
+            const m = e.resOutputsEvent?.metadata ?? e.resourcePreEvent?.metadata;
+            // The stack and the providers are plumbing: the default dynamic provider, for one, takes the whole
+            // stack config as input and shows an update on every config change without touching a resource.
+            if (!m || m.type === "pulumi:pulumi:Stack" || m.type.startsWith("pulumi:providers:") || m.op === "refresh") {
+                return;
+            }
+            const name = nameOf(m.urn);
+            // a replacement shows as create-replacement + delete-replaced (or replace): keep the strongest
+            const strength = (op?: string) => ["same", "read", "update", "create", "delete", "replace"].indexOf(op ?? "");
+            const op: OpType = /replace/.test(m.op) ? "replace" : m.op;
+            if (strength(op) >= strength(ops[name])) {
+                ops[name] = op;
+            }
+            if (m.diffs && m.diffs.length > 0) {
+                diffs[name] = [...new Set([...(diffs[name] ?? []), ...m.diffs])].sort();
+            }
+        },
+    };
+}
+
+async function run(
+    p: Project,
+    what: string,
+    f: (c: ReturnType<typeof collector>, onOutput: (s: string) => void) => Promise<{ outputs?: Record<string, { value: unknown }> }>,
+): Promise<OpResult> {
+    const c = collector();
+    const lines: string[] = [];
+    const t0 = Date.now();
+    try {
+        const r = await f(c, (s) => lines.push(s));
+        const outputs = Object.fromEntries(Object.entries(r.outputs ?? {}).map(([k, v]) => [k, v.value]));
+        p.lastOutput = lines;
+        return { ok: true, ops: c.ops, diffs: c.diffs, outputs, seconds: (Date.now() - t0) / 1000, output: lines.join("") };
+    } catch (e) {
+        p.lastOutput = lines;
+        const error = e instanceof Error ? e.message : String(e);
+        return {
+            ok: false,
+            ops: c.ops,
+            diffs: c.diffs,
+            outputs: {},
+            seconds: (Date.now() - t0) / 1000,
+            output: lines.join(""),
+            error: `${what}: ${error}`,
+        };
+    }
+}
+
+export interface UpOptions {
+    refresh?: boolean;
+    replace?: string[];
+    expectNoChanges?: boolean;
+    /** Called with a resource's logical name each time the engine has its new version in place, in order. */
+    onStep?: (name: string) => void;
+}
+
+export function up(p: Project, opts: UpOptions = {}): Promise<OpResult> {
+    const { onStep, ...upOpts } = opts;
+    return run(p, "pulumi up", (c, onOutput) =>
+        p.stack.up({
+            ...upOpts,
+            onEvent: (e) => {
+                c.onEvent(e);
+                const m = e.resOutputsEvent?.metadata;
+                // the new resource is in place: created, replacement created, or updated
+                if (m && onStep && ["create", "create-replacement", "update"].includes(m.op)) {
+                    onStep(nameOf(m.urn));
+                }
+            },
+            onOutput,
+            color: "never",
+            suppressProgress: true,
+        }),
+    );
+}
+
+export function preview(p: Project, opts: { diff?: boolean; expectNoChanges?: boolean; refresh?: boolean } = {}): Promise<OpResult> {
+    return run(p, "pulumi preview", async (c, onOutput) => {
+        await p.stack.preview({ ...opts, onEvent: c.onEvent, onOutput, color: "never" });
+        return {};
+    });
+}
+
+export function refresh(p: Project): Promise<OpResult> {
+    return run(p, "pulumi refresh", async (c, onOutput) => {
+        await p.stack.refresh({ onEvent: c.onEvent, onOutput, color: "never" });
+        return {};
+    });
+}
+
+export function destroy(p: Project): Promise<OpResult> {
+    return run(p, "pulumi destroy", async (c, onOutput) => {
+        await p.stack.destroy({ onEvent: c.onEvent, onOutput, color: "never" });
+        return {};
+    });
+}
+
+/** Resources in the stack's state (custom resources only: no stack, no providers, no components). */
+export async function stateResources(p: Project): Promise<{ type: string; name: string; id?: string; outputs: Record<string, unknown> }[]> {
+    const d = await p.stack.exportStack();
+    const resources = (d.deployment.resources ?? []) as {
+        type: string;
+        urn: string;
+        id?: string;
+        custom?: boolean;
+        outputs?: Record<string, unknown>;
+    }[];
+    return resources
+        .filter((r) => r.custom && !r.type.startsWith("pulumi:"))
+        .map((r) => ({ type: r.type, name: nameOf(r.urn), id: r.id, outputs: r.outputs ?? {} }));
+}
+
+/** `pulumi stack export` as an operator runs it (no --show-secrets; the Automation API's export decrypts). */
+export async function cliExport(p: Project): Promise<string> {
+    const env = { ...process.env, ...p.stack.workspace.envVars };
+    const r = spawnSync("pulumi", ["stack", "export", "--stack", p.stackName, "--cwd", p.dir], { env, encoding: "utf8", timeout: 120_000 });
+    if (r.status !== 0) {
+        throw new Error(`pulumi stack export failed (exit ${r.status}): ${r.stderr}`);
+    }
+    return r.stdout;
+}
+
+/** Throws with the operation's error and the tail of the engine's log. */
+export function expectOk(r: OpResult): OpResult {
+    if (!r.ok) {
+        throw new Error(`${r.error}\n--- engine output (tail):\n${r.output.split("\n").slice(-40).join("\n")}`);
+    }
+    return r;
+}
+
+/** The engine steps that are not "same", sorted: what an operation changed. */
+export function changed(r: OpResult): string[] {
+    return Object.entries(r.ops)
+        .filter(([, op]) => op !== "same" && op !== "read")
+        .map(([n, op]) => `${op} ${n}`)
+        .sort();
+}

@@ -1,0 +1,120 @@
+/**
+ * The `local-native` stack (backend native: vLLM's own multi-node, no Ray; rank 0 on spark-1 serves the API, rank 1
+ * on spark-2 runs --headless and joins rank 0's rendezvous on spark-1's fabric IP) deployed on the simulated hosts
+ * by the real Pulumi engine through the Automation API. Run by tests/integration/run.sh.
+ */
+import { SERVE_CONTAINER, apiKeyHostPath } from "../../components/commands";
+import { Project, changed, destroy, editConfig, expectOk, openProject, preview, removeProject, stateResources, up } from "./engine";
+import { Hosts, stackConfig } from "./hosts";
+import { chat, completionTokens, mergeTimings, request } from "./support";
+
+const STACK = "local-native";
+const TIMINGS_FILE = process.env.VCL_INTEGRATION_TIMINGS;
+const timings: Record<string, number> = {};
+
+let p: Project;
+let hosts: Hosts;
+let endpoint = "";
+let apiKey = "";
+let model = "";
+const head = "spark-1";
+const worker = "spark-2";
+
+beforeAll(async () => {
+    p = await openProject(STACK, "vcl-it-native-");
+    hosts = new Hosts(stackConfig(p.stackFile));
+    model = hosts.cfg.model.servedName;
+    // Start from empty: no container of any project stack on the two hosts (the ray stack uses the same names).
+    for (const n of [head, worker]) {
+        await hosts.on(
+            n,
+            ["sh", "-c", "docker rm -f $(docker ps -aq --filter label=vllm-cluster.managed=true) 2>/dev/null; true"],
+            120_000,
+        );
+    }
+}, 300_000);
+
+afterAll(async () => {
+    if (TIMINGS_FILE) {
+        mergeTimings(TIMINGS_FILE, Object.fromEntries(Object.entries(timings).map(([k, v]) => [`native: ${k}`, v])));
+    }
+    if (p) {
+        if (process.env.VCL_INTEGRATION_KEEP !== "1") {
+            await destroy(p);
+        }
+        removeProject(p);
+    }
+}, 600_000);
+
+describe("backend native on the simulated hosts through the real Pulumi engine", () => {
+    test("up: one vllm-serve per host (rank 0 on the head, rank 1 headless), no Ray container anywhere", async () => {
+        const r = expectOk(await up(p));
+        timings["up-to-serving"] = Math.round(r.seconds * 10) / 10;
+        endpoint = r.outputs.endpoint as string;
+        apiKey = r.outputs.apiKey as string;
+        expect(changed(r)).toEqual(
+            expect.arrayContaining(["create serve-rank-0-container", "create serve-rank-1-container", "create serve-readiness"]),
+        );
+        expect(Object.keys(r.ops).some((n) => n.startsWith("ray-") || n.startsWith("cluster-ready"))).toBe(false);
+        expect(r.outputs.rayDashboard).toMatch(/^none/);
+        for (const n of [head, worker]) {
+            expect(await hosts.projectContainers(n, STACK)).toEqual([`${SERVE_CONTAINER} running`]);
+        }
+        expect(await hosts.inspect(head, SERVE_CONTAINER, '{{index .Config.Labels "vllm-cluster.node-rank"}}')).toBe("0");
+        expect(await hosts.inspect(worker, SERVE_CONTAINER, '{{index .Config.Labels "vllm-cluster.node-rank"}}')).toBe("1");
+        expect(await hosts.inspect(worker, SERVE_CONTAINER, '{{index .Config.Labels "vllm-cluster.rank0-container-id"}}')).toBe(
+            await hosts.containerId(head, SERVE_CONTAINER),
+        );
+        expect(await hosts.inspect(worker, SERVE_CONTAINER, "{{range .Config.Env}}{{println .}}{{end}}")).toContain(
+            `VLLM_HOST_IP=${hosts.node(worker).fabricIp}`,
+        );
+    }, 1_800_000);
+
+    test("serving: chat with the key 200, 401 without or with a wrong key", async () => {
+        expect((await request("GET", `${endpoint.replace(/\/v1$/, "")}/health`)).status).toBe(200);
+        const ok = await chat(endpoint, model, apiKey);
+        expect(ok.status).toBe(200);
+        expect(completionTokens(ok)).toBeGreaterThan(0);
+        expect((await chat(endpoint, model)).status).toBe(401);
+        expect((await chat(endpoint, model, "wrong-key")).status).toBe(401);
+    }, 300_000);
+
+    test("the API key is in no container's docker inspect on either host, and the headless rank has no key file mount", async () => {
+        for (const n of [head, worker]) {
+            expect(await hosts.must(n, ["docker", "inspect", SERVE_CONTAINER])).not.toContain(apiKey);
+        }
+        expect(await hosts.inspect(worker, SERVE_CONTAINER, "{{json .Mounts}}")).not.toContain("api-key");
+    }, 120_000);
+
+    test("a second up changes nothing", async () => {
+        const r = expectOk(await up(p, { expectNoChanges: true }));
+        timings["no-op-up"] = Math.round(r.seconds * 10) / 10;
+        expect(changed(r)).toEqual([]);
+    }, 600_000);
+
+    test("a serve argument change replaces every rank and the readiness check, nothing else; the value is in effect", async () => {
+        const before = [await hosts.containerId(head, SERVE_CONTAINER), await hosts.containerId(worker, SERVE_CONTAINER)];
+        const maxLen = hosts.cfg.serve.maxModelLen! / 2;
+        editConfig(p, (c) => ((c.serve as Record<string, unknown>).maxModelLen = maxLen));
+        const pv = expectOk(await preview(p, { diff: true }));
+        expect(changed(pv)).toEqual(["replace serve-rank-0-container", "replace serve-rank-1-container", "replace serve-readiness"]);
+        const r = expectOk(await up(p));
+        timings["serve-arg-change-to-serving"] = Math.round(r.seconds * 10) / 10;
+        expect(changed(r)).toEqual(["replace serve-rank-0-container", "replace serve-rank-1-container", "replace serve-readiness"]);
+        const after = [await hosts.containerId(head, SERVE_CONTAINER), await hosts.containerId(worker, SERVE_CONTAINER)];
+        expect(after[0]).not.toBe(before[0]);
+        expect(after[1]).not.toBe(before[1]);
+        const models = await request("GET", `${endpoint}/models`, { key: apiKey });
+        expect((JSON.parse(models.body) as { data: { max_model_len: number }[] }).data[0].max_model_len).toBe(maxLen);
+    }, 1_800_000);
+
+    test("destroy leaves no project container on either host and no key file on the head", async () => {
+        const r = expectOk(await destroy(p));
+        timings.destroy = Math.round(r.seconds * 10) / 10;
+        for (const n of [head, worker]) {
+            expect(await hosts.projectContainers(n, STACK)).toEqual([]);
+        }
+        expect((await hosts.on(head, ["test", "-e", apiKeyHostPath(hosts.cfg.stateDir, head)])).code).toBe(1);
+        expect(await stateResources(p)).toEqual([]);
+    }, 600_000);
+});
