@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
-# The demo: two simulated GPU hosts on this machine, the vLLM cluster on them, one real chat completion.
+# The demo: two simulated GPU hosts on this machine, `pulumi up` of the `local` stack on them, and one real chat
+# completion through the stack's `endpoint` and `apiKey` outputs.
 #
-#   npm run demo              bring everything up (idempotent: run it again and it only checks)
-#   npm run demo -- down      remove the demo cluster, then the simulated hosts
+#   npm run demo              bring everything up; run it again and `pulumi up` reports no changes
+#   npm run demo -- down      `pulumi destroy`, then remove the simulated hosts and the Docker engine they used
 #
-# Installs what it needs: npm packages (npm ci when node_modules is missing), the simulated hosts
-# (tests/testbed, needs root), the Pulumi toolchain (setup/toolchain.sh). With a complete toolchain it runs
-# `pulumi up` on the `local` stack (file backend under .state/, passphrase PULUMI_CONFIG_PASSPHRASE, default
-# vllm-cluster-local-simulated-only: the local stack's secrets protect nothing real). Without the provider
-# plugins it says BLOCKED and deploys the same containers with the DIRECT DRIVER (tests/integration/direct.ts):
-# the program's own builders and image provider, run in the graph's order, standing in for the Pulumi engine
-# and the plugins. It is not Pulumi.
+# Installs what it needs: npm packages, the simulated hosts (tests/testbed, needs root: Debian's Docker engine
+# and OpenSSH server, the test image with vLLM's CPU build, the tiny model), the Pulumi toolchain
+# (setup/toolchain.sh; source archives from VCL_PULUMI_SOURCES or ../shared/pulumi-sources). Pulumi state lives
+# in .state/pulumi (a file backend); the local stack's secrets passphrase is vllm-cluster-local-simulated-only
+# unless PULUMI_CONFIG_PASSPHRASE is set: its secrets protect nothing real.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -23,12 +22,16 @@ esac
 
 STACK=local
 STATE="$root/.state"
-KEY_FILE="$STATE/demo/api-key"
-BUILD="$STATE/build"
 TB=tests/testbed/testbed
+TB_STATE="${VCL_TESTBED_DIR:-/var/lib/vllm-cluster-testbed}"
+MARKER="$TB_STATE/demo"
+ENV_FILE="$STATE/demo.env"
 export PULUMI_BACKEND_URL="file://$STATE/pulumi"
 export PULUMI_CONFIG_PASSPHRASE="${PULUMI_CONFIG_PASSPHRASE:-vllm-cluster-local-simulated-only}"
-export PULUMI_SKIP_UPDATE_CHECK=true
+if [[ -z "${VCL_PULUMI_SOURCES:-}" && -d "$root/../shared/pulumi-sources" ]]; then
+  VCL_PULUMI_SOURCES="$(cd "$root/../shared/pulumi-sources" && pwd)"
+  export VCL_PULUMI_SOURCES
+fi
 
 say() { printf '\n==> %s\n' "$*"; }
 
@@ -36,102 +39,90 @@ if [[ $(id -u) != 0 ]]; then
   echo "demo: the simulated hosts need root (network namespaces, one dockerd per host); run it as root" >&2
   exit 1
 fi
-mkdir -p "$STATE/demo" "$STATE/pulumi"
-chmod 700 "$STATE/demo"
-if [[ ! -d node_modules ]]; then
-  say "npm ci"
-  npm ci --no-audit --no-fund
-fi
+mkdir -p "$STATE/pulumi"
+chmod 700 "$STATE"
 
-# Complete toolchain => the real Pulumi path. --check builds nothing.
-toolchain_complete() { bash setup/toolchain.sh --check >/dev/null 2>&1; }
-
-# The direct driver, compiled from the repo's TypeScript (a few seconds).
-direct() {
-  npx tsc -p tsconfig.json --outDir "$BUILD" --noEmit false
-  node "$BUILD/tests/integration/direct.js" "$@" --stack "$STACK"
-}
-
-testbed_up_hosts() { # at least 2; never fewer than are already up (an `up 2` would stop hosts 3+)
-  local existing
-  existing=$(ip netns list 2>/dev/null | awk '{print $1}' | sed -n 's/^vcl-h\([0-9][0-9]*\)$/\1/p' | sort -n | tail -n 1)
-  echo $((${existing:-0} > 2 ? existing : 2))
+toolchain_env() { # the toolchain on PATH (building it once, with progress), offline settings
+  say "Pulumi toolchain (first run builds it from source: about 20-25 minutes on 2 cores; later runs: seconds)"
+  eval "$(bash setup/toolchain.sh --print-env)"
+  export PULUMI_BACKEND_URL # toolchain env keeps an already set backend
 }
 
 if [[ $mode == down ]]; then
   t0=$SECONDS
-  if ip netns list 2>/dev/null | grep -q '^vcl-h1\b'; then
-    if toolchain_complete && [[ -d $STATE/pulumi/.pulumi ]]; then
+  if [[ -d "$STATE/pulumi/.pulumi/stacks" ]] && ls "$STATE"/pulumi/.pulumi/stacks/*/"$STACK".json* >/dev/null 2>&1; then
+    toolchain_env
+    if ip netns list 2>/dev/null | grep -q '^vcl-h1\b'; then
       say "pulumi destroy (stack $STACK)"
-      eval "$(bash setup/toolchain.sh --print-env 2>/dev/null)"
-      timeout 1200 pulumi destroy --yes --non-interactive --stack "$STACK"
-    else
-      say "removing the demo containers (direct driver, not Pulumi)"
-      direct down
+      # An interrupted earlier run can leave pending operations; refresh clears them, then destroy.
+      if ! timeout 1200 pulumi destroy --yes --non-interactive --skip-preview --stack "$STACK"; then
+        echo "demo: destroy failed; refreshing (clearing pending operations) and trying once more" >&2
+        timeout 600 pulumi refresh --yes --non-interactive --skip-preview --clear-pending-creates --stack "$STACK" || true
+        timeout 1200 pulumi destroy --yes --non-interactive --skip-preview --stack "$STACK" ||
+          echo "demo: destroy failed again; the simulated hosts are removed below anyway, with everything on them" >&2
+      fi
     fi
+    # The hosts (and everything deployed on them) go away next: the stack's state must not outlive them.
+    pulumi stack rm --yes --force --non-interactive --stack "$STACK" >/dev/null 2>&1 || true
   fi
-  rm -f "$KEY_FILE"
-  say "simulated hosts down"
-  "$TB" down
-  echo "demo: down in $((SECONDS - t0))s"
+  say "simulated hosts and the machine's Docker engine down"
+  "$TB" down --machine-engine
+  rm -f "$MARKER" "$ENV_FILE"
+  echo "demo: down in $((SECONDS - t0))s; nothing of the demo is running"
   exit 0
 fi
 
-t0=$SECONDS
-hosts=$(testbed_up_hosts)
-say "simulated hosts: testbed up $hosts"
-timeout 1800 "$TB" up "$hosts"
-# The operator's model directory on the hosts (one shared file system on the testbed; the stand-in loads nothing).
-model_dir=$(sed -n 's/^ *hostPath: *//p' "stacks/Pulumi.$STACK.yaml" | head -n 1)
-mkdir -p "$model_dir"
-[[ -f $model_dir/config.json ]] || echo '{"architectures":["StandIn"]}' >"$model_dir/config.json"
-
-say "Pulumi toolchain (log: $STATE/demo/toolchain.log)"
-rc=0
-bash setup/toolchain.sh >"$STATE/demo/toolchain.log" 2>&1 || rc=$?
-case "$rc" in
-  0) echo "toolchain complete" ;;
-  2) echo "toolchain incomplete (provider plugins missing)" ;;
-  *) echo "demo: setup/toolchain.sh failed (exit $rc); see $STATE/demo/toolchain.log" >&2; exit 1 ;;
-esac
-
-if toolchain_complete; then
-  say "pulumi up (stack $STACK, file backend $STATE/pulumi)"
-  eval "$(bash setup/toolchain.sh --print-env 2>/dev/null)"
-  pulumi stack select "$STACK" --create --non-interactive
-  timeout 3600 pulumi up --yes --non-interactive --stack "$STACK"
-  endpoint=$(pulumi stack output endpoint --stack "$STACK")
-  (umask 077 && pulumi stack output apiKey --show-secrets --stack "$STACK" >"$KEY_FILE")
-  how="pulumi up"
-else
-  missing=$( (bash setup/toolchain.sh --check 2>&1 || true) | sed -n 's/^toolchain: MISSING: \([^ :]*\) \([^ :]*\):.*/\1 \2/p' | paste -sd, - | sed 's/,/, /g')
-  cat <<EOF
-
-################################################################################################################
-#  BLOCKED: \`pulumi up\` cannot run on this machine: provider plugin(s) missing: ${missing:-see setup/toolchain.sh --check}
-#  They cannot be built here (see setup/toolchain.sh). Deploying the SAME containers with the DIRECT DRIVER
-#  instead: the program's own builders and image provider in the graph's order. This is NOT Pulumi.
-################################################################################################################
-EOF
-  say "deploy (direct driver, not Pulumi)"
-  out=$(direct up --key-file "$KEY_FILE")
-  echo "$out"
-  endpoint=$(printf '%s' "$out" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).endpoint))')
-  how="direct driver (not Pulumi)"
+running="$TB_STATE/tests-running"
+if [[ -s "$running" ]] && kill -0 "$(cat "$running")" 2>/dev/null; then
+  echo "demo: npm test (pid $(cat "$running")) is using the simulated hosts; run the demo when it has finished" >&2
+  exit 1
 fi
 
-model=$(sed -n 's/^ *servedName: *//p' "stacks/Pulumi.$STACK.yaml" | head -n 1)
-say "endpoint: $endpoint   (deployed by: $how, $((SECONDS - t0))s)"
-say "chat completion (API key from $KEY_FILE, sent in a header file; not printed)"
+t0=$SECONDS
+if [[ ! -d node_modules || package-lock.json -nt node_modules/.package-lock.json ]]; then
+  say "npm ci"
+  npm ci --no-audit --no-fund
+fi
+
+say "simulated hosts: testbed up 2 (first run installs Docker and sshd, builds the test image with vLLM's CPU build and the tiny model: about 10-15 minutes)"
+timeout 3600 "$TB" up 2
+mkdir -p "$TB_STATE"
+echo "$root" >"$MARKER"
+
+toolchain_env
+
+say "pulumi up (stack $STACK, state in .state/pulumi)"
+pulumi stack select "$STACK" --create --non-interactive
+timeout 3600 pulumi up --yes --non-interactive --skip-preview --stack "$STACK"
+
+endpoint=$(pulumi stack output endpoint --stack "$STACK")
+model=$(pulumi stack output servedModelName --stack "$STACK")
+say "chat completion through the stack outputs: endpoint $endpoint, model $model, apiKey (secret, not printed)"
 hdr=$(mktemp)
 trap 'rm -f "$hdr"' EXIT
 chmod 600 "$hdr"
-printf 'Authorization: Bearer %s\n' "$(cat "$KEY_FILE")" >"$hdr"
-body=$(printf '{"model":"%s","messages":[{"role":"user","content":"Which nodes answered?"}],"max_tokens":32}' "$model")
-curl -sS --fail-with-body --max-time 60 -H @"$hdr" -H 'Content-Type: application/json' -d "$body" "$endpoint/chat/completions" |
+printf 'Authorization: Bearer %s\n' "$(pulumi stack output apiKey --show-secrets --stack "$STACK")" >"$hdr"
+body=$(printf '{"model":"%s","messages":[{"role":"user","content":"Say hello to the cluster."}],"max_tokens":24,"temperature":0}' "$model")
+curl -sS --fail-with-body --max-time 120 -H @"$hdr" -H 'Content-Type: application/json' -d "$body" "$endpoint/chat/completions" |
   python3 -m json.tool
+
+cat >"$ENV_FILE" <<EOF
+# Environment for pulumi commands against the demo's local stack (written by npm run demo).
+export PATH="$(dirname "$(command -v pulumi)"):\$PATH"
+export PULUMI_BACKEND_URL="$PULUMI_BACKEND_URL"
+export PULUMI_CONFIG_PASSPHRASE="$PULUMI_CONFIG_PASSPHRASE"
+export PULUMI_SKIP_UPDATE_CHECK=true PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true PULUMI_IGNORE_AMBIENT_PLUGINS=true
+EOF
+chmod 600 "$ENV_FILE"
 cat <<EOF
 
-Try it:   curl -H "Authorization: Bearer \$(cat $KEY_FILE)" $endpoint/models
-Tear down: npm run demo -- down   (removes the demo containers, then the simulated hosts)
+demo: up in $((SECONDS - t0))s. The model's answer above is generated by vLLM's CPU build from a tiny random model,
+so it is not meant to make sense; the path to it is the real one.
+
+Use the stack from this shell (the tiny model's name is $model):
+  source .state/demo.env
+  pulumi stack output                      # endpoint, servedModelName, nodes, ...
+  pulumi preview --diff                    # nothing to change
+  pulumi refresh                           # compare the state with the hosts
+Tear down:  npm run demo -- down
 EOF
