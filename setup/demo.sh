@@ -63,7 +63,8 @@ if [[ $mode == down ]]; then
       fi
     fi
     # The hosts (and everything deployed on them) go away next: the stack's state must not outlive them.
-    pulumi stack rm --yes --force --non-interactive --stack "$STACK" >/dev/null 2>&1 || true
+    # --preserve-config: the stack file is part of the repository
+    pulumi stack rm --yes --force --preserve-config --non-interactive --stack "$STACK" >/dev/null 2>&1 || true
   fi
   say "simulated hosts and the machine's Docker engine down"
   "$TB" down --machine-engine
