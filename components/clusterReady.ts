@@ -1,6 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
-import { ClusterReadySpec, clusterReadyCommand } from "./commands";
-import { HostCheck } from "./hostCheck";
+import { ClusterReadySpec, clusterReadyCommand } from "../infra/builders/ray";
+import { HostCheck } from "../infra/providers/hostCheck";
 import { SparkNode } from "./sparkNode";
 
 export interface ClusterReadyArgs {

@@ -1,51 +1,18 @@
 import * as pulumi from "@pulumi/pulumi";
-import { ImageOrigin, SshTarget, imageEnsureScript, imageInspectScript } from "./commands";
-import { ImagePresence, ImagePresenceInputs } from "./imageProvider";
+import type { ImageSource } from "../infra/config";
+import { ImageOrigin, imageEnsureScript, imageInspectScript, imageOrigin } from "../infra/builders/image";
+import { ImagePresence } from "../infra/providers/imagePresence";
 import { SparkNode } from "./sparkNode";
 
 export interface ImageDistributionArgs {
     /** Image reference as configured (tag or digest). */
     ref: string;
     /** host: already on `sourceNode`; local: on the operator's docker engine; registry: each host pulls. */
-    source: "host" | "local" | "registry";
+    source: ImageSource;
     /** Node holding the image when source is host. */
     sourceNode?: string;
     /** Every node that must run the image. */
     nodes: SparkNode[];
-}
-
-/** Where the image comes from, for the ensure scripts (source=host: the source node reached over ssh). */
-export function imageOrigin(
-    source: ImageDistributionArgs["source"],
-    sourceNode: string | undefined,
-    nodes: { name: string; ssh: SshTarget }[],
-): ImageOrigin {
-    if (source !== "host") {
-        return { kind: source };
-    }
-    const src = nodes.find((n) => n.name === sourceNode);
-    if (!src) {
-        throw new Error(`image source node ${JSON.stringify(sourceNode)} is not one of the nodes`);
-    }
-    return { kind: "host", node: src.name, target: src.ssh };
-}
-
-/** Inputs of the ImagePresence for one node: the scripts that make `ref` present there and read its ID. */
-export function imagePresenceInputs(
-    origin: ImageOrigin,
-    node: { name: string; ssh: SshTarget },
-    ref: string,
-    expectedId: pulumi.Input<string> | undefined,
-    hostArch: pulumi.Input<string> | undefined,
-): ImagePresenceInputs {
-    return {
-        node: node.name,
-        ref,
-        ensureScript: imageEnsureScript(origin, node.ssh, node.name, ref),
-        inspectScript: imageInspectScript(node.ssh, ref),
-        expectedId,
-        hostArch,
-    };
 }
 
 /**
@@ -60,10 +27,13 @@ export class ImageDistribution extends pulumi.ComponentResource {
     constructor(name: string, args: ImageDistributionArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-cluster:index:ImageDistribution", name, {}, opts);
 
-        const all = args.nodes.map((n) => ({ name: n.node.name, ssh: n.ssh }));
         let origin: ImageOrigin;
         try {
-            origin = imageOrigin(args.source, args.sourceNode, all);
+            origin = imageOrigin(
+                args.source,
+                args.sourceNode,
+                args.nodes.map((n) => ({ name: n.node.name, ssh: n.ssh })),
+            );
         } catch (e) {
             throw new Error(`${name}: ${(e as Error).message}`);
         }
@@ -72,7 +42,14 @@ export class ImageDistribution extends pulumi.ComponentResource {
         const presence = (n: SparkNode, expectedId?: pulumi.Input<string>) =>
             new ImagePresence(
                 `${name}-${n.node.name}`,
-                imagePresenceInputs(origin, { name: n.node.name, ssh: n.ssh }, args.ref, expectedId, n.arch),
+                {
+                    node: n.node.name,
+                    ref: args.ref,
+                    ensureScript: imageEnsureScript(origin, n.ssh, n.node.name, args.ref),
+                    inspectScript: imageInspectScript(n.ssh, args.ref),
+                    expectedId,
+                    hostArch: n.arch,
+                },
                 { parent: this },
             );
 

@@ -1,9 +1,10 @@
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
-import { RayHeadContainerParams, containerOptions, rayHeadContainerArgs } from "./containerArgs";
+import { containerOptions } from "../infra/builders/containers";
+import { RayHeadContainerInput, rayHeadContainerArgs } from "../infra/builders/rayContainers";
 import { SparkNode } from "./sparkNode";
 
-export interface RayHeadArgs extends Omit<RayHeadContainerParams, "node"> {
+export interface RayHeadArgs extends Omit<RayHeadContainerInput, "node"> {
     /** The head host (provider, node facts). */
     host: SparkNode;
 }
@@ -16,12 +17,12 @@ export class RayHead extends pulumi.ComponentResource {
 
     constructor(name: string, args: RayHeadArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-cluster:index:RayHead", name, {}, opts);
-        const { host, ...params } = args;
+        const { host, ...input } = args;
         const node = host.node;
 
         this.container = new docker.Container(
             `${name}-container`,
-            rayHeadContainerArgs({ ...params, node }),
+            rayHeadContainerArgs({ ...input, node }),
             containerOptions(this, host.provider),
         );
 

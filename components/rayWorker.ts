@@ -1,6 +1,7 @@
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
-import { RayWorkerContainerParams, containerOptions, rayWorkerContainerArgs } from "./containerArgs";
+import { containerOptions } from "../infra/builders/containers";
+import { RayWorkerContainerInput, rayWorkerContainerArgs } from "../infra/builders/rayContainers";
 import { SparkNode } from "./sparkNode";
 
 /**
@@ -8,7 +9,7 @@ import { SparkNode } from "./sparkNode";
  * `headContainerId` makes a replaced head replace its workers too (a worker holds connections into the head's
  * Ray session; container labels force a new container).
  */
-export interface RayWorkerArgs extends Omit<RayWorkerContainerParams, "node"> {
+export interface RayWorkerArgs extends Omit<RayWorkerContainerInput, "node"> {
     /** The worker host (provider, node facts). */
     host: SparkNode;
 }
@@ -19,11 +20,11 @@ export class RayWorker extends pulumi.ComponentResource {
 
     constructor(name: string, args: RayWorkerArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-cluster:index:RayWorker", name, {}, opts);
-        const { host, ...params } = args;
+        const { host, ...input } = args;
 
         this.container = new docker.Container(
             `${name}-container`,
-            rayWorkerContainerArgs({ ...params, node: host.node }),
+            rayWorkerContainerArgs({ ...input, node: host.node }),
             containerOptions(this, host.provider),
         );
 

@@ -1,11 +1,13 @@
 import * as command from "@pulumi/command";
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
-import { NodeSpec, SshTarget, dockerHostUrl, preflightCommand, sshOptions } from "./commands";
+import type { NodeConfig } from "../infra/config";
+import { preflightCommand } from "../infra/builders/preflight";
+import { SshTarget, dockerHostUrl, sshOptions } from "../infra/builders/ssh";
 
 export interface SparkNodeArgs {
     /** The validated node (plain values: config is validated before any resource exists). */
-    node: NodeSpec;
+    node: NodeConfig;
     /** How to reach the node: user, host, port, key and known_hosts file. */
     ssh: SshTarget;
     /** Host directory for per-node state (API key file, Ray session dir); preflight creates it. */
@@ -32,7 +34,7 @@ export class SparkNode extends pulumi.ComponentResource {
     public readonly facts: pulumi.Output<NodeFacts>;
     /** Host architecture as `uname -m` reports it (e.g. aarch64 on GB10). */
     public readonly arch: pulumi.Output<string>;
-    public readonly node: NodeSpec;
+    public readonly node: NodeConfig;
     public readonly ssh: SshTarget;
 
     constructor(name: string, args: SparkNodeArgs, opts?: pulumi.ComponentResourceOptions) {

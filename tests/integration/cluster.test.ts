@@ -4,7 +4,8 @@
  * tests/integration/run.sh (root, testbed up, toolchain on PATH), never by the unit run.
  */
 import * as fs from "fs";
-import { RAY_HEAD_CONTAINER, RAY_WORKER_CONTAINER, SERVE_CONTAINER, apiKeyHostPath } from "../../components/commands";
+import { apiKeyHostPath } from "../../infra/builders/node";
+import { CONTAINER } from "../../infra/contract";
 import {
     OpResult,
     Project,
@@ -43,9 +44,9 @@ async function timedUp(name: string, opts: Parameters<typeof up>[1] = {}): Promi
 
 async function ids(): Promise<Record<string, string>> {
     return {
-        head: await hosts.containerId(head, RAY_HEAD_CONTAINER),
-        worker: await hosts.containerId(worker, RAY_WORKER_CONTAINER),
-        serve: await hosts.containerId(head, SERVE_CONTAINER),
+        head: await hosts.containerId(head, CONTAINER.rayHead),
+        worker: await hosts.containerId(worker, CONTAINER.rayWorker),
+        serve: await hosts.containerId(head, CONTAINER.serve),
     };
 }
 
@@ -132,7 +133,7 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
                 `preflight failed on node spark-1 (root@10.231.0.11): port ${port} is already in use on the host, not by this project`,
             );
             expect(failed.seconds).toBeLessThan(120);
-            expect(await hosts.containerId(head, RAY_HEAD_CONTAINER)).toBe("");
+            expect(await hosts.containerId(head, CONTAINER.rayHead)).toBe("");
         } finally {
             await runArgv(["ip", "netns", "exec", "vcl-h1", "pkill", "-f", `http.server ${port}`]);
             await squatter;
@@ -150,9 +151,9 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
         expect(idHead).toMatch(/^sha256:/);
         expect(await hosts.imageId(worker, hosts.cfg.image.ref)).toBe(idHead);
         for (const [n, c] of [
-            [head, RAY_HEAD_CONTAINER],
-            [worker, RAY_WORKER_CONTAINER],
-            [head, SERVE_CONTAINER],
+            [head, CONTAINER.rayHead],
+            [worker, CONTAINER.rayWorker],
+            [head, CONTAINER.serve],
         ]) {
             expect(await hosts.inspect(n, c, "{{.State.Running}}")).toBe("true");
         }
@@ -280,8 +281,8 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
 
     test("up --refresh after serve and a worker were killed: worker, gate, serve, readiness in order; returns serving", async () => {
         const before = await ids();
-        await hosts.must(head, ["docker", "kill", SERVE_CONTAINER]);
-        await hosts.must(worker, ["docker", "kill", RAY_WORKER_CONTAINER]);
+        await hosts.must(head, ["docker", "kill", CONTAINER.serve]);
+        await hosts.must(worker, ["docker", "kill", CONTAINER.rayWorker]);
         const order: string[] = [];
         const r = expectOk(await timedUp("heal-killed-serve-and-worker", { refresh: true, onStep: (n) => order.push(n) }));
         // The killed containers are replaced (a new ID, not restarted in place), which re-forms the cluster: the

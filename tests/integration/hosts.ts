@@ -5,7 +5,8 @@
  */
 import { spawn } from "child_process";
 import * as fs from "fs";
-import { LABEL_PREFIX, SshTarget, sshArgv, sshTargetOf } from "../../components/commands";
+import { SshTarget, sshArgv, sshTargetOf } from "../../infra/builders/ssh";
+import { LABEL } from "../../infra/contract";
 import { ClusterConfig, NodeConfig, validateConfig } from "../../infra/config";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -102,7 +103,7 @@ export class Hosts {
             "ps",
             "--all",
             "--filter",
-            `label=${LABEL_PREFIX}stack=${stack}`,
+            `label=${LABEL.stack}=${stack}`,
             "--format",
             "{{.Names}} {{.State}}",
         ]);

@@ -3,7 +3,8 @@
  * on spark-2 runs --headless and joins rank 0's rendezvous on spark-1's fabric IP) deployed on the simulated hosts
  * by the real Pulumi engine through the Automation API. Run by tests/integration/run.sh.
  */
-import { SERVE_CONTAINER, apiKeyHostPath } from "../../components/commands";
+import { apiKeyHostPath } from "../../infra/builders/node";
+import { CONTAINER } from "../../infra/contract";
 import { Project, changed, destroy, editConfig, expectOk, openProject, preview, removeProject, stateResources, up } from "./engine";
 import { Hosts, stackConfig } from "./hosts";
 import { chat, completionTokens, mergeTimings, request } from "./support";
@@ -58,14 +59,14 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
         expect(Object.keys(r.ops).some((n) => n.startsWith("ray-") || n.startsWith("cluster-ready"))).toBe(false);
         expect(r.outputs.rayDashboard).toMatch(/^none/);
         for (const n of [head, worker]) {
-            expect(await hosts.projectContainers(n, STACK)).toEqual([`${SERVE_CONTAINER} running`]);
+            expect(await hosts.projectContainers(n, STACK)).toEqual([`${CONTAINER.serve} running`]);
         }
-        expect(await hosts.inspect(head, SERVE_CONTAINER, '{{index .Config.Labels "vllm-cluster.node-rank"}}')).toBe("0");
-        expect(await hosts.inspect(worker, SERVE_CONTAINER, '{{index .Config.Labels "vllm-cluster.node-rank"}}')).toBe("1");
-        expect(await hosts.inspect(worker, SERVE_CONTAINER, '{{index .Config.Labels "vllm-cluster.rank0-container-id"}}')).toBe(
-            await hosts.containerId(head, SERVE_CONTAINER),
+        expect(await hosts.inspect(head, CONTAINER.serve, '{{index .Config.Labels "vllm-cluster.node-rank"}}')).toBe("0");
+        expect(await hosts.inspect(worker, CONTAINER.serve, '{{index .Config.Labels "vllm-cluster.node-rank"}}')).toBe("1");
+        expect(await hosts.inspect(worker, CONTAINER.serve, '{{index .Config.Labels "vllm-cluster.rank0-container-id"}}')).toBe(
+            await hosts.containerId(head, CONTAINER.serve),
         );
-        expect(await hosts.inspect(worker, SERVE_CONTAINER, "{{range .Config.Env}}{{println .}}{{end}}")).toContain(
+        expect(await hosts.inspect(worker, CONTAINER.serve, "{{range .Config.Env}}{{println .}}{{end}}")).toContain(
             `VLLM_HOST_IP=${hosts.node(worker).fabricIp}`,
         );
     }, 1_800_000);
@@ -81,9 +82,9 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
 
     test("the API key is in no container's docker inspect on either host, and the headless rank has no key file mount", async () => {
         for (const n of [head, worker]) {
-            expect(await hosts.must(n, ["docker", "inspect", SERVE_CONTAINER])).not.toContain(apiKey);
+            expect(await hosts.must(n, ["docker", "inspect", CONTAINER.serve])).not.toContain(apiKey);
         }
-        expect(await hosts.inspect(worker, SERVE_CONTAINER, "{{json .Mounts}}")).not.toContain("api-key");
+        expect(await hosts.inspect(worker, CONTAINER.serve, "{{json .Mounts}}")).not.toContain("api-key");
     }, 120_000);
 
     test("a second up changes nothing", async () => {
@@ -93,7 +94,7 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
     }, 600_000);
 
     test("a serve argument change replaces every rank and the readiness check, nothing else; the value is in effect", async () => {
-        const before = [await hosts.containerId(head, SERVE_CONTAINER), await hosts.containerId(worker, SERVE_CONTAINER)];
+        const before = [await hosts.containerId(head, CONTAINER.serve), await hosts.containerId(worker, CONTAINER.serve)];
         const maxLen = hosts.cfg.serve.maxModelLen! / 2;
         editConfig(p, (c) => ((c.serve as Record<string, unknown>).maxModelLen = maxLen));
         const pv = expectOk(await preview(p, { diff: true }));
@@ -101,7 +102,7 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
         const r = expectOk(await up(p));
         timings["serve-arg-change-to-serving"] = Math.round(r.seconds * 10) / 10;
         expect(changed(r)).toEqual(["replace serve-rank-0-container", "replace serve-rank-1-container", "replace serve-readiness"]);
-        const after = [await hosts.containerId(head, SERVE_CONTAINER), await hosts.containerId(worker, SERVE_CONTAINER)];
+        const after = [await hosts.containerId(head, CONTAINER.serve), await hosts.containerId(worker, CONTAINER.serve)];
         expect(after[0]).not.toBe(before[0]);
         expect(after[1]).not.toBe(before[1]);
         const models = await request("GET", `${endpoint}/models`, { key: apiKey });

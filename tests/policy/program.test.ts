@@ -1,21 +1,7 @@
-// Runs the pack against containers built by the program's own builders, so a change on either side of the label
-// and command contract (components/commands.ts, components/containerArgs.ts) fails here, not in a live preview.
+// Runs the pack against the containers the program itself registers (the real program under Pulumi's mocks, its own
+// builders and config validation), so a change on either side of the label and command contract fails here, not
+// in a live preview.
 import { ResourceValidationPolicy, StackValidationPolicy } from "@pulumi/policy";
-import {
-    API_KEY_CONTAINER_PATH,
-    NodeSpec,
-    SERVE_ENTRYPOINT,
-    RAY_ENTRYPOINT,
-    ServeSpec,
-    containerLabels,
-    nodeEnv,
-    rayHeadCommand,
-    rayHeadPortsLabel,
-    rayWorkerCommand,
-    serveCommand,
-    serveEnv,
-} from "../../components/commands";
-import { baseContainerArgs, modelVolume, nativeServeContainerArgs } from "../../components/containerArgs";
 import { gpuContainersHostIpc } from "../../policies/gpuContainersHostIpc";
 import { gpuMemoryUtilization } from "../../policies/gpuMemoryUtilization";
 import { imagePinned } from "../../policies/imagePinned";
@@ -26,7 +12,8 @@ import { serveRequiresApiKey } from "../../policies/serveRequiresApiKey";
 import { readFileSync } from "fs";
 import { join } from "path";
 import { validateConfig } from "../../infra/config";
-import { NamedResource, Violation, runResourcePolicy, runStackPolicy } from "./util";
+import { loadStackRaw, runStack } from "../unit/harness";
+import { NamedResource, Violation, clone, runResourcePolicy, runStackPolicy } from "./util";
 
 // js-yaml ships with @pulumi/pulumi (which reads Pulumi.yaml with it) but has no type declarations.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -40,149 +27,23 @@ const resourcePolicies: ResourceValidationPolicy[] = [
 ];
 const stackPolicies: StackValidationPolicy[] = [noPortClash, parallelismMatchesGpus, imagePinned];
 
-/** The builders return inputs; with plain arguments every input is a plain value, as the engine would send it. */
-const plain = (args: object): Record<string, unknown> => Object.fromEntries(Object.entries(args));
+type Raw = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-function sparkNode(i: number, unifiedMemory = true): NodeSpec {
-    return {
-        name: `spark-${i}`,
-        sshHost: `10.1.230.${179 + i}`,
-        sshUser: "aurora",
-        sshPort: 22,
-        fabricIp: `192.168.200.${11 + i}`,
-        fabricInterface: "enp1s0f1np1",
-        rdmaDevices: ["rocep1s0f1"],
-        gpus: 1,
-        gpuRuntime: "nvidia",
-        unifiedMemory,
-        env: {},
-    };
+/**
+ * The docker containers the program registers for a stack config (the committed `stack` file with `edit` applied),
+ * as the pack sees them: the resolved inputs the engine would send.
+ */
+async function programContainers(stack: string, edit: (raw: Raw) => void = () => undefined): Promise<NamedResource[]> {
+    const raw = loadStackRaw(stack) as Raw;
+    edit(raw);
+    const run = await runStack(stack, validateConfig(raw));
+    return run.resources
+        .filter((r) => r.type === "docker:index/container:Container")
+        .map((r) => ({ name: r.name, props: clone(r.inputs) }));
 }
 
-const MODEL = "/models/Qwen3.5-122B-A10B-FP8";
-const ports = { gcsPort: 6379, dashboardPort: 8265, clientPort: 10001 };
-
-function programStack(imageRef: string, serveChanges: Partial<ServeSpec> = {}, unifiedMemory = true): NamedResource[] {
-    const [head, worker] = [sparkNode(1, unifiedMemory), sparkNode(2, unifiedMemory)];
-    const common = { imageId: "sha256:" + "a".repeat(64), maxRestarts: 3, shmSize: "64g" };
-    const spec: ServeSpec = {
-        modelContainerPath: MODEL,
-        servedName: "qwen3.5-122b-a10b-fp8",
-        host: "0.0.0.0",
-        port: 8001,
-        tensorParallelSize: 2,
-        pipelineParallelSize: 1,
-        gpuMemoryUtilization: 0.9,
-        maxModelLen: 32768,
-        enableAutoToolChoice: true,
-        trustRemoteCode: true,
-        extraArgs: [],
-        ...serveChanges,
-    };
-    const label = (role: "ray-head" | "ray-worker" | "serve", node: NodeSpec, p: Record<string, number>) => ({
-        stack: "spark",
-        role,
-        node,
-        imageRef,
-        ports: p,
-    });
-    return [
-        {
-            name: "spark-1-ray-head",
-            props: plain(
-                baseContainerArgs({
-                    ...common,
-                    containerName: "vllm-ray-head",
-                    node: head,
-                    entrypoints: RAY_ENTRYPOINT,
-                    command: rayHeadCommand({ node: head, ports }),
-                    envs: nodeEnv(head),
-                    labels: containerLabels(label("ray-head", head, rayHeadPortsLabel(ports)), {
-                        "dashboard-host": "127.0.0.1",
-                    }),
-                    volumes: [modelVolume("/home/aurora/models/q", MODEL)],
-                }),
-            ),
-        },
-        {
-            name: "spark-2-ray-worker",
-            props: plain(
-                baseContainerArgs({
-                    ...common,
-                    containerName: "vllm-ray-worker",
-                    node: worker,
-                    entrypoints: RAY_ENTRYPOINT,
-                    command: rayWorkerCommand({ node: worker, headAddress: "192.168.200.12:6379" }),
-                    envs: nodeEnv(worker),
-                    labels: containerLabels(label("ray-worker", worker, {})),
-                    volumes: [modelVolume("/home/aurora/models/q", MODEL)],
-                }),
-            ),
-        },
-        {
-            name: "spark-1-serve",
-            props: plain(
-                baseContainerArgs({
-                    ...common,
-                    containerName: "vllm-serve",
-                    node: head,
-                    entrypoints: SERVE_ENTRYPOINT,
-                    command: serveCommand(spec),
-                    envs: serveEnv(head, "192.168.200.12:6379"),
-                    labels: containerLabels(label("serve", head, { serve: spec.port }), {
-                        "tensor-parallel-size": String(spec.tensorParallelSize),
-                        "pipeline-parallel-size": String(spec.pipelineParallelSize),
-                        "cluster-gpus": "2",
-                        "api-key-file": API_KEY_CONTAINER_PATH,
-                    }),
-                    volumes: [
-                        modelVolume("/home/aurora/models/q", MODEL),
-                        {
-                            hostPath: "/var/lib/vllm-cluster/spark-1/api-key",
-                            containerPath: API_KEY_CONTAINER_PATH,
-                            readOnly: true,
-                        },
-                    ],
-                }),
-            ),
-        },
-    ];
-}
-
-/** The native backend's ranks on the two Sparks, built by the program's own nativeServeContainerArgs. */
-function nativeProgramStack(imageRef: string, masterPort = 29500): NamedResource[] {
-    const nodes = [sparkNode(1), sparkNode(2)];
-    return nodes.map((node, nodeRank) => ({
-        name: `serve-rank-${nodeRank}-container`,
-        props: plain(
-            nativeServeContainerArgs({
-                node,
-                imageId: "sha256:" + "a".repeat(64),
-                imageRef,
-                stack: "spark",
-                model: { hostPath: "/home/aurora/models/q", containerPath: MODEL },
-                shmSize: "64g",
-                maxRestarts: 3,
-                serve: {
-                    modelContainerPath: MODEL,
-                    servedName: "qwen3.5-122b-a10b-fp8",
-                    host: "0.0.0.0",
-                    port: 8001,
-                    tensorParallelSize: 2,
-                    pipelineParallelSize: 1,
-                    gpuMemoryUtilization: 0.9,
-                    enableAutoToolChoice: false,
-                    trustRemoteCode: false,
-                    extraArgs: [],
-                },
-                stateDir: "/var/lib/vllm-cluster",
-                rank: { nodeRank, nnodes: 2, masterAddr: nodes[0].fabricIp, masterPort },
-                clusterGpus: 2,
-                rank0ContainerId: nodeRank > 0 ? "rank0" : undefined,
-            }),
-        ),
-    }));
-}
+const DIGEST = "@sha256:" + "e".repeat(64);
+const pinned = (raw: Raw) => (raw.image.ref = `hellohal2064/vllm-qwen3.5-gb10${DIGEST}`);
 
 async function runPack(stack: NamedResource[]): Promise<(Violation & { policy: string })[]> {
     const out: (Violation & { policy: string })[] = [];
@@ -193,35 +54,59 @@ async function runPack(stack: NamedResource[]): Promise<(Violation & { policy: s
     return out;
 }
 
-describe("policy pack against the program's container builders", () => {
+describe("policy pack against the program's containers (spark stack, backend ray)", () => {
     it("finds nothing wrong with the spark stack's containers pinned by digest", async () => {
-        expect(await runPack(programStack("hellohal2064/vllm-qwen3.5-gb10@sha256:" + "e".repeat(64)))).toEqual([]);
+        expect(await runPack(await programContainers("spark", pinned))).toEqual([]);
     });
 
     it("flags what the bad fixture stack configures: util 0.93 on unified memory and a tag-only image", async () => {
-        const v = await runPack(programStack("hellohal2064/vllm-qwen3.5-gb10", { gpuMemoryUtilization: 0.93 }));
+        const v = await runPack(await programContainers("spark", (raw) => (raw.serve.gpuMemoryUtilization = 0.93)));
         expect(v.map((x) => x.policy).sort()).toEqual(["gpu-memory-utilization", "image-pinned"]);
     });
 
     it("passes 0.93 on hosts with dedicated GPU memory", async () => {
-        const v = await runPack(programStack("r@sha256:" + "e".repeat(64), { gpuMemoryUtilization: 0.93 }, false));
+        const v = await runPack(
+            await programContainers("spark", (raw) => {
+                pinned(raw);
+                raw.serve.gpuMemoryUtilization = 0.93;
+                for (const n of raw.nodes) n.unifiedMemory = false;
+            }),
+        );
         expect(v).toEqual([]);
     });
 
     it("flags an API key passed through serve.extraArgs in vLLM's underscore spelling", async () => {
         // Config validation rejects `--api-key` in extraArgs; vLLM also accepts `--api_key`.
-        const v = await runPack(programStack("r@sha256:" + "e".repeat(64), { extraArgs: ["--api_key=sk-from-config"] }));
+        const v = await runPack(
+            await programContainers("spark", (raw) => {
+                pinned(raw);
+                raw.serve.extraArgs = ["--api_key=sk-from-config"];
+            }),
+        );
         expect(v.map((x) => x.policy)).toEqual(["serve-requires-api-key"]);
     });
 });
 
 describe("policy pack against the program's native-backend ranks", () => {
+    const native = (raw: Raw) => {
+        pinned(raw);
+        raw.backend = "native";
+    };
+
     it("finds nothing wrong with two ranks (rank 0 with the key, rank 1 headless), pinned by digest", async () => {
-        expect(await runPack(nativeProgramStack("r@sha256:" + "e".repeat(64)))).toEqual([]);
+        const ranks = await programContainers("spark", native);
+        expect(ranks.map((r) => r.name).sort()).toEqual(["serve-rank-0-container", "serve-rank-1-container"]);
+        expect(await runPack(ranks)).toEqual([]);
     });
 
     it("flags a master port on the serve port", async () => {
-        const v = await runPack(nativeProgramStack("r@sha256:" + "e".repeat(64), 8001));
+        // Config validation rejects this too; the pack must also stop it on its own.
+        const ranks = await programContainers("spark", native);
+        const rank0 = ranks.find((r) => r.name === "serve-rank-0-container")!;
+        const props = rank0.props as { labels: { label: string; value: string }[] };
+        const ports = props.labels.find((l) => l.label === "vllm-cluster.ports")!;
+        ports.value = JSON.stringify({ ...JSON.parse(ports.value), master: 8001 });
+        const v = await runPack(ranks);
         expect(v.map((x) => x.policy)).toEqual(["no-port-clash"]);
     });
 });
@@ -237,8 +122,11 @@ describe("tests/policy/fixtures/Pulumi.policy-bad.yaml", () => {
 
     it("violates gpu-memory-utilization (mandatory) and image-pinned (advisory) only", async () => {
         const cfg = validateConfig(raw);
-        const unified = cfg.nodes.every((n) => n.unifiedMemory);
-        const v = await runPack(programStack(cfg.image.ref, { gpuMemoryUtilization: cfg.serve.gpuMemoryUtilization }, unified));
+        const run = await runStack("policy-bad", cfg);
+        const containers = run.resources
+            .filter((r) => r.type === "docker:index/container:Container")
+            .map((r) => ({ name: r.name, props: clone(r.inputs) }));
+        const v = await runPack(containers);
         expect(v.map((x) => x.policy).sort()).toEqual(["gpu-memory-utilization", "image-pinned"]);
     });
 });

@@ -1,5 +1,6 @@
 import { ClusterConfig, validateConfig } from "../../infra/config";
-import { SERVE_ENTRYPOINT, apiKeyHash } from "../../components/commands";
+import { apiKeyHash } from "../../infra/builders/key";
+import { SERVE_ENTRYPOINT } from "../../infra/builders/vllm";
 import { MOCK_API_KEY, Rec, Run, deepClone, diffRuns, loadStackRaw, runStack } from "./harness";
 
 // Pulumi's wire sentinel for secret values (sdk/nodejs/runtime/rpc.ts specialSigKey / specialSecretSig).
@@ -16,7 +17,7 @@ const T = {
     rayHead: "vllm-cluster:index:RayHead",
     rayWorker: "vllm-cluster:index:RayWorker",
     ready: "vllm-cluster:index:ClusterReady",
-    serve: "vllm-cluster:index:VllmServe",
+    serve: "vllm-cluster:index:ServeEndpoint",
     container: "docker:index/container:Container",
     password: "random:index/randomPassword:RandomPassword",
 };
@@ -425,7 +426,7 @@ describe("restart scope: exactly these resources see changed inputs", () => {
 });
 
 describe("local-native stack (backend native): vLLM's own multi-node, no Ray", () => {
-    const NATIVE_T = "vllm-cluster:index:VllmNativeServe";
+    const NATIVE_T = "vllm-cluster:index:ServeEndpoint";
     let cfg: ClusterConfig;
     let run: Run;
     beforeAll(async () => {

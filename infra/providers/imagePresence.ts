@@ -1,7 +1,8 @@
 import * as pulumi from "@pulumi/pulumi";
+import { lastLine, runBash, tail } from "./bash";
 
 /**
- * Inputs of an ImagePresence. The scripts are built by the pure builders in commands.ts and travel as inputs,
+ * Inputs of an ImagePresence. The scripts are built by the pure builders (../builders/image.ts) and travel as inputs,
  * so the provider itself only runs bash, and a change to how a host is reached shows up in the diff.
  */
 export interface ImagePresenceInputs {
@@ -31,39 +32,13 @@ interface State {
 
 const COMPARED_INPUTS = ["node", "ref", "ensureScript", "inspectScript", "expectedId", "hostArch"] as const;
 
-/** Runs a bash script, resolving with stdout; rejects with the script's stderr tail. */
-function runBash(script: string, env: Record<string, string>, what: string): Promise<string> {
-    // Required here: dynamic provider code is serialized, and built-in modules are re-required on the far side.
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const cp = require("child_process") as typeof import("child_process");
-    return new Promise((resolve, reject) => {
-        const child = cp.spawn("bash", ["-c", script], {
-            env: { ...process.env, ...env },
-            stdio: ["ignore", "pipe", "pipe"],
-        });
-        let out = "";
-        let err = "";
-        child.stdout.on("data", (d: Buffer) => (out += d.toString()));
-        child.stderr.on("data", (d: Buffer) => {
-            err += d.toString();
-            if (err.length > 16384) {
-                err = err.slice(-8192);
-            }
-        });
-        child.on("error", (e) => reject(new Error(`${what}: cannot run bash: ${e.message}`)));
-        child.on("close", (code) => {
-            if (code === 0) {
-                resolve(out);
-            } else {
-                const tail = err.trim().split("\n").slice(-15).join("\n");
-                reject(new Error(`${what} failed (exit ${code}):\n${tail}`));
-            }
-        });
-    });
-}
-
-function lastLine(s: string): string {
-    return s.trim().split("\n").pop()?.trim() ?? "";
+/** Runs a script; resolves with stdout, rejects naming `what` with the stderr tail. */
+async function run(script: string, env: Record<string, string>, what: string): Promise<string> {
+    const r = await runBash(script, env);
+    if (r.code !== 0) {
+        throw new Error(`${what} failed (exit ${r.code}):\n${tail(r.stderr)}`);
+    }
+    return r.stdout;
 }
 
 async function ensure(s: State): Promise<string> {
@@ -74,7 +49,7 @@ async function ensure(s: State): Promise<string> {
     if (s.hostArch) {
         env.HOST_ARCH = s.hostArch;
     }
-    const id = lastLine(await runBash(s.ensureScript, env, `image ${s.ref} on node ${s.node}`));
+    const id = lastLine(await run(s.ensureScript, env, `image ${s.ref} on node ${s.node}`));
     if (!id.startsWith("sha256:")) {
         throw new Error(`image ${s.ref} on node ${s.node}: expected an image ID, got ${JSON.stringify(id)}`);
     }
@@ -115,7 +90,7 @@ export const imagePresenceProvider: pulumi.dynamic.ResourceProvider = {
         if (!props) {
             throw new Error(`cannot read image presence ${id} without its recorded state`);
         }
-        const imageId = lastLine(await runBash(props.inspectScript, {}, `inspecting ${props.ref} on node ${props.node}`));
+        const imageId = lastLine(await run(props.inspectScript, {}, `inspecting ${props.ref} on node ${props.node}`));
         return { id, props: { ...props, imageId } };
     },
 

@@ -1,4 +1,5 @@
 import * as pulumi from "@pulumi/pulumi";
+import { lastLine, runBash, tail } from "./bash";
 
 /**
  * Inputs of a HostCheck: a bounded wait and a quick look at the same condition on a host (both local bash command
@@ -33,36 +34,10 @@ interface State {
 
 const INPUTS = ["what", "waitScript", "checkScript", "triggers"] as const;
 
-/** Runs a bash script; resolves with exit code, stdout and the stderr tail (never rejects for a non-zero exit). */
-function bash(script: string): Promise<{ code: number; stdout: string; stderr: string }> {
-    // Required here: dynamic provider code is serialized, and built-in modules are re-required on the far side.
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const cp = require("child_process") as typeof import("child_process");
-    return new Promise((resolve) => {
-        const child = cp.spawn("bash", ["-c", script], { stdio: ["ignore", "pipe", "pipe"] });
-        let stdout = "";
-        let stderr = "";
-        child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-        child.stderr.on("data", (d: Buffer) => {
-            stderr = (stderr + d.toString()).slice(-16384);
-        });
-        child.on("error", (e) => resolve({ code: -1, stdout, stderr: `cannot run bash: ${e.message}` }));
-        child.on("close", (code) => resolve({ code: code ?? -1, stdout, stderr }));
-    });
-}
-
-function lastLine(s: string): string {
-    return s.trim().split("\n").pop()?.trim() ?? "";
-}
-
-function tail(s: string, lines = 25): string {
-    return s.trim().split("\n").slice(-lines).join("\n");
-}
-
 async function wait(s: State): Promise<State> {
-    const r = await bash(s.waitScript);
+    const r = await runBash(s.waitScript);
     if (r.code !== 0) {
-        throw new Error(`${s.what} failed (exit ${r.code}):\n${tail(r.stderr)}`);
+        throw new Error(`${s.what} failed (exit ${r.code}):\n${tail(r.stderr, 25)}`);
     }
     return { ...s, result: lastLine(r.stdout), healthy: true, problem: "" };
 }
@@ -100,9 +75,9 @@ export const hostCheckProvider: pulumi.dynamic.ResourceProvider = {
         if (!props) {
             throw new Error(`cannot refresh host check ${id} without its recorded state`);
         }
-        const r = await bash(props.checkScript);
+        const r = await runBash(props.checkScript);
         if (r.code === 255) {
-            throw new Error(`${props.what}: cannot reach the host:\n${tail(r.stderr)}`);
+            throw new Error(`${props.what}: cannot reach the host:\n${tail(r.stderr, 25)}`);
         }
         if (r.code === 0) {
             return { id, props: { ...props, result: lastLine(r.stdout) || props.result, healthy: true, problem: "" } };

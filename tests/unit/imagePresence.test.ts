@@ -1,4 +1,4 @@
-import { imagePresenceProvider } from "../../components/imageProvider";
+import { imagePresenceProvider } from "../../infra/providers/imagePresence";
 
 const base = {
     node: "spark-2",

@@ -2,37 +2,25 @@ import { spawnSync } from "child_process";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
+import type { NodeConfig, ServeConfig } from "../../infra/config";
+import { imageEnsureScript, imageInspectScript } from "../../infra/builders/image";
+import { apiKeyHash, apiKeyInstallScript } from "../../infra/builders/key";
+import { containerLabels } from "../../infra/builders/labels";
+import { nodeEnv } from "../../infra/builders/node";
+import { preflightCommand, preflightScript } from "../../infra/builders/preflight";
+import { shellJoin, shellQuote } from "../../infra/builders/quote";
 import {
     CLUSTER_PROBE_PY,
-    NodeSpec,
-    SERVE_ENTRYPOINT,
-    NO_API_KEY_EXIT,
-    apiKeyHash,
-    SshTarget,
-    apiKeyInstallScript,
     clusterReadyCommand,
     clusterReadyScript,
-    containerLabels,
     dashboardTunnelHint,
-    dockerHostUrl,
-    imageEnsureScript,
-    imageInspectScript,
-    joinFingerprint,
-    nativeServeCommand,
-    nodeEnv,
-    preflightCommand,
-    preflightScript,
     rayHeadCommand,
     rayWorkerCommand,
-    remoteScriptCommand,
-    serveCommand,
-    serveReadinessScript,
-    shellJoin,
-    shellQuote,
-    shmSizeMb,
-    sshArgv,
-    sshOptions,
-} from "../../components/commands";
+} from "../../infra/builders/ray";
+import { serveReadinessScript } from "../../infra/builders/readiness";
+import { shmSizeMb } from "../../infra/builders/containers";
+import { SshTarget, dockerHostUrl, remoteScriptCommand, sshArgv, sshOptions } from "../../infra/builders/ssh";
+import { NO_API_KEY_EXIT, SERVE_ENTRYPOINT, joinFingerprint, nativeServeCommand, serveCommand } from "../../infra/builders/vllm";
 
 const target: SshTarget = {
     user: "aurora",
@@ -41,7 +29,7 @@ const target: SshTarget = {
     privateKeyPath: "~/.ssh/id_ed25519",
     knownHostsFile: "~/.ssh/known_hosts",
 };
-const spark1: NodeSpec = {
+const spark1: NodeConfig = {
     name: "spark-1",
     sshHost: "10.1.230.180",
     sshUser: "aurora",
@@ -52,9 +40,10 @@ const spark1: NodeSpec = {
     gpus: 1,
     gpuRuntime: "nvidia",
     unifiedMemory: true,
+    role: "head",
     env: {},
 };
-const sim: NodeSpec = {
+const sim: NodeConfig = {
     ...spark1,
     name: "spark-2",
     sshUser: "root",
@@ -476,9 +465,12 @@ describe("cluster readiness probe", () => {
 });
 
 describe("vllm serve", () => {
-    const spec = {
-        modelContainerPath: "/models/Qwen3.5-122B-A10B-FP8",
+    const model = {
+        hostPath: "/home/aurora/models/Qwen3.5-122B-A10B-FP8",
+        containerPath: "/models/Qwen3.5-122B-A10B-FP8",
         servedName: "qwen3.5-122b-a10b-fp8",
+    };
+    const spec: ServeConfig = {
         host: "0.0.0.0",
         port: 8001,
         tensorParallelSize: 2,
@@ -490,11 +482,13 @@ describe("vllm serve", () => {
         enableAutoToolChoice: true,
         trustRemoteCode: true,
         extraArgs: ["--enforce-eager"],
+        readyTimeoutSeconds: 1800,
+        maxRestarts: 3,
     };
 
     test("command: each flag and value its own element, ray backend", () => {
-        expect(serveCommand(spec)).toMatchSnapshot();
-        const cmd = serveCommand(spec);
+        expect(serveCommand(spec, model)).toMatchSnapshot();
+        const cmd = serveCommand(spec, model);
         expect(cmd.slice(0, 3)).toEqual(["vllm", "serve", "/models/Qwen3.5-122B-A10B-FP8"]);
         const flag = (f: string) => cmd[cmd.indexOf(f) + 1];
         expect(flag("--distributed-executor-backend")).toBe("ray");
@@ -505,8 +499,8 @@ describe("vllm serve", () => {
 
     test("native backend: vLLM's multi-node flags, rank 0 serves, ranks > 0 headless; no Ray", () => {
         const rank = { nnodes: 2, masterAddr: "192.168.200.12", masterPort: 29500 };
-        const r0 = nativeServeCommand(spec, { ...rank, nodeRank: 0 });
-        const r1 = nativeServeCommand(spec, { ...rank, nodeRank: 1 });
+        const r0 = nativeServeCommand(spec, model, { ...rank, nodeRank: 0 });
+        const r1 = nativeServeCommand(spec, model, { ...rank, nodeRank: 1 });
         expect(r1).toMatchSnapshot();
         const flag = (cmd: string[], f: string) => cmd[cmd.indexOf(f) + 1];
         for (const [cmd, nodeRank] of [
@@ -529,7 +523,7 @@ describe("vllm serve", () => {
         expect(r1).toContain("--headless");
         // the ray command is unchanged apart from the distributed flags
         const strip = (cmd: string[]) => cmd.filter((_, i) => i < 11 || i >= cmd.indexOf("--gpu-memory-utilization"));
-        expect(strip(r0)).toEqual(strip(serveCommand(spec)));
+        expect(strip(r0)).toEqual(strip(serveCommand(spec, model)));
     });
 
     test("join fingerprint changes exactly when a rank's container ID changes", () => {

@@ -1,0 +1,125 @@
+/**
+ * What every project container has in common, as docker provider arguments built from plain values: host
+ * network and IPC, explicit entrypoint, the model read-only, bounded restarts, and the labels of the contract.
+ */
+import * as docker from "@pulumi/docker";
+import * as pulumi from "@pulumi/pulumi";
+import type { ModelConfig, NodeConfig, ServeConfig } from "../config";
+import { labelList } from "./labels";
+import { API_KEY_CONTAINER_PATH, apiKeyHostPath } from "./node";
+
+/** What every role's container takes from the config (plain) plus the image ID on its host (deploy-time). */
+export interface ContainerInput {
+    stack: string;
+    node: NodeConfig;
+    /** Image ID on this host (an ImageDistribution output), so an image change replaces the container. */
+    imageId: pulumi.Input<string>;
+    /** Configured image reference (label only). */
+    imageRef: string;
+    model: ModelConfig;
+    /** The serve settings: every container takes its shared memory size and restart bound from them. */
+    serve: ServeConfig;
+    stateDir: string;
+}
+
+/** What one container adds to the shared part. */
+export interface ContainerSpec {
+    containerName: string;
+    entrypoints: string[];
+    command: pulumi.Input<pulumi.Input<string>[]>;
+    envs: pulumi.Input<pulumi.Input<string>[]>;
+    labels: Record<string, string>;
+    /** Labels whose value is only known at deploy time (e.g. the cluster fingerprint). */
+    dynamicLabels?: { label: string; value: pulumi.Input<string> }[];
+    volumes: docker.types.input.ContainerVolume[];
+    /** Bind mounts whose source must already exist (docker refuses to create them, unlike `volumes`). */
+    mounts?: docker.types.input.ContainerMount[];
+}
+
+/**
+ * Host network and IPC (NCCL and Ray's object store need both), GPUs only with the nvidia runtime, bounded
+ * restarts so a crash loop cannot leak GPU memory forever, and mustRun so `pulumi refresh` sees a dead
+ * container as drift.
+ */
+export function containerArgs(p: ContainerInput, c: ContainerSpec): docker.ContainerArgs {
+    return {
+        name: c.containerName,
+        image: p.imageId,
+        networkMode: "host",
+        ipcMode: "host",
+        shmSize: shmSizeMb(p.serve.shmSize),
+        entrypoints: c.entrypoints,
+        command: c.command,
+        envs: c.envs,
+        labels: [...labelList(c.labels), ...(c.dynamicLabels ?? [])],
+        volumes: c.volumes,
+        mounts: c.mounts,
+        gpus: p.node.gpuRuntime === "nvidia" ? "all" : undefined,
+        restart: "on-failure",
+        maxRetryCount: p.serve.maxRestarts,
+        mustRun: true,
+        wait: false,
+        destroyGraceSeconds: 30,
+    };
+}
+
+/**
+ * Resource options of every project container. Fixed names make a replacement delete the old container first.
+ * A container found stopped by `pulumi refresh` (its restarts used up, or killed) would otherwise be started again
+ * in place under the same ID, and nothing that depends on it would notice: replacing it instead gives it a new
+ * ID, which replaces what joined it (workers, the gate, serve) and re-runs the readiness wait, in that order.
+ */
+export function containerOptions(
+    parent: pulumi.Resource,
+    provider: pulumi.ProviderResource,
+    dependsOn: pulumi.Resource[] = [],
+): pulumi.CustomResourceOptions {
+    return { parent, provider, deleteBeforeReplace: true, replaceOnChanges: ["mustRun"], dependsOn };
+}
+
+/** The model directory, read-only, at its container path. */
+export function modelVolume(model: Pick<ModelConfig, "hostPath" | "containerPath">): docker.types.input.ContainerVolume {
+    return { hostPath: model.hostPath, containerPath: model.containerPath, readOnly: true };
+}
+
+/**
+ * The API key file, read-only. A `mounts` bind (not a `volumes` entry) so that a missing key file makes container
+ * creation fail instead of Docker creating an empty directory in its place; the entrypoint fails closed as well.
+ */
+export function apiKeyMount(stateDir: string, node: string): docker.types.input.ContainerMount {
+    return { type: "bind", source: apiKeyHostPath(stateDir, node), target: API_KEY_CONTAINER_PATH, readOnly: true };
+}
+
+/**
+ * Applies `f` to a value that is plain (a resolved value) or deferred (an Output or Promise from the graph).
+ * Plain in, plain out, synchronously and without the Pulumi runtime: so the container-args builders are pure
+ * functions of resolved values, while the components hand them Outputs and keep per-property dependencies.
+ */
+export function mapInput<T, U>(v: pulumi.Input<T>, f: (t: T) => U): pulumi.Input<U> {
+    if (pulumi.Output.isInstance(v) || v instanceof Promise) {
+        return pulumi.output(v).apply((t) => f(t as T));
+    }
+    return f(v as T);
+}
+
+/** docker `shmSize` is in MB; config uses docker CLI syntax (64g, 512m). */
+export function shmSizeMb(size: string | undefined): number | undefined {
+    if (size === undefined) {
+        return undefined;
+    }
+    const m = /^(\d+)([bkmg]?)$/i.exec(size);
+    if (!m) {
+        throw new Error(`invalid shm size ${JSON.stringify(size)}`);
+    }
+    const n = Number(m[1]);
+    switch (m[2].toLowerCase()) {
+        case "g":
+            return n * 1024;
+        case "m":
+            return n;
+        case "k":
+            return Math.max(1, Math.ceil(n / 1024));
+        default:
+            return Math.max(1, Math.ceil(n / (1024 * 1024)));
+    }
+}

@@ -1,0 +1,87 @@
+/** Making an image present on a host: streamed from another host or the local engine, or pulled. */
+import { shellJoin, shellQuote } from "./quote";
+import { SshTarget, sshCommand } from "./ssh";
+
+/** Where the image comes from: another host (ssh), the operator's local engine, or a registry pull. */
+/** Where the image comes from, for the ensure scripts (source=host: the source node reached over ssh). */
+export function imageOrigin(
+    source: "host" | "local" | "registry",
+    sourceNode: string | undefined,
+    nodes: { name: string; ssh: SshTarget }[],
+): ImageOrigin {
+    if (source !== "host") {
+        return { kind: source };
+    }
+    const src = nodes.find((n) => n.name === sourceNode);
+    if (!src) {
+        throw new Error(`image source node ${JSON.stringify(sourceNode)} is not one of the nodes`);
+    }
+    return { kind: "host", node: src.name, target: src.ssh };
+}
+
+export type ImageOrigin = { kind: "host"; node: string; target: SshTarget } | { kind: "local" } | { kind: "registry" };
+
+function dockerOn(t: SshTarget | "local", args: readonly string[]): string {
+    return t === "local" ? shellJoin(["docker", ...args]) : sshCommand(t, ["docker", ...args]);
+}
+
+function inspectIdArgs(ref: string): string[] {
+    return ["image", "inspect", "--format", "{{.Id}}", ref];
+}
+
+/** Prints the image ID of `ref` on the target, or nothing when the image is absent (read/refresh). */
+export function imageInspectScript(t: SshTarget, ref: string): string {
+    return [
+        "set -uo pipefail",
+        `out=$(${dockerOn(t, inspectIdArgs(ref))} 2>&1)`,
+        `rc=$?`,
+        `if [ "$rc" -eq 0 ]; then printf '%s\\n' "$out"; exit 0; fi`,
+        `case "$out" in *"No such image"*|*"no such image"*) exit 0;; esac`,
+        `echo ${shellQuote(`inspecting ${ref} on ${t.user}@${t.host} failed:`)}" $out" >&2`,
+        `exit "$rc"`,
+    ].join("\n");
+}
+
+/**
+ * bash script that makes `ref` present on `dst` and prints its image ID as the last stdout line.
+ * host/local origin: skip when dst already holds the source's ID, else stream
+ * `docker save REF | ssh dst docker load` (no temporary file) and verify the loaded ID equals the source ID.
+ * registry origin: `docker pull` on dst. If EXPECTED_ID is set in the environment, the result must match it;
+ * if HOST_ARCH is set (uname -m of dst), the image architecture must fit it.
+ */
+export function imageEnsureScript(origin: ImageOrigin, dst: SshTarget, dstNode: string, ref: string): string {
+    const q = shellQuote;
+    const lines = [
+        "set -euo pipefail",
+        `fail() { echo "image ${ref} on node ${dstNode}: $*" >&2; exit 1; }`,
+        `have=$(${dockerOn(dst, inspectIdArgs(ref))} 2>/dev/null || true)`,
+    ];
+    if (origin.kind === "registry") {
+        lines.push(
+            `${dockerOn(dst, ["pull", ref])} >&2 || fail "docker pull failed"`,
+            `have=$(${dockerOn(dst, inspectIdArgs(ref))}) || fail "not present after pull"`,
+        );
+    } else {
+        const src: SshTarget | "local" = origin.kind === "host" ? origin.target : "local";
+        const srcName = origin.kind === "host" ? `node ${origin.node}` : "the local docker engine";
+        lines.push(
+            `want=$(${dockerOn(src, inspectIdArgs(ref))} 2>/dev/null) || fail ${q(`source image not present on ${srcName}`)}`,
+            `if [ "$have" != "$want" ]; then`,
+            `  echo ${q(`streaming ${ref} from ${srcName} to node ${dstNode}`)} >&2`,
+            `  ${dockerOn(src, ["save", ref])} | ${dockerOn(dst, ["load"])} >&2 || fail ${q(`docker save | docker load from ${srcName} failed`)}`,
+            `  have=$(${dockerOn(dst, inspectIdArgs(ref))}) || fail "not present after docker load"`,
+            `  [ "$have" = "$want" ] || fail "loaded ID $have differs from source ID $want"`,
+            `fi`,
+        );
+    }
+    lines.push(
+        `if [ -n "\${EXPECTED_ID:-}" ] && [ "$have" != "$EXPECTED_ID" ]; then fail "has ID $have, expected $EXPECTED_ID"; fi`,
+        // An amd64 image on an aarch64 host (GB10) would only fail later, inside ray start.
+        `if [ -n "\${HOST_ARCH:-}" ]; then`,
+        `  iarch=$(${dockerOn(dst, ["image", "inspect", "--format", "{{.Architecture}}", ref])}) || fail "cannot read image architecture"`,
+        `  case "$HOST_ARCH/$iarch" in aarch64/arm64|arm64/arm64|x86_64/amd64|amd64/amd64) ;; *) fail "image architecture $iarch does not match host architecture $HOST_ARCH";; esac`,
+        `fi`,
+        `printf '%s\\n' "$have"`,
+    );
+    return lines.join("\n");
+}

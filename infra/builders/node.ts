@@ -1,0 +1,40 @@
+/** Facts about one node every container builder needs: its host paths and the environment of its containers. */
+import type { NodeConfig } from "../config";
+
+/** Where the serve container sees the API key file (bind-mounted read-only). */
+export const API_KEY_CONTAINER_PATH = "/run/vllm-cluster/api-key";
+/** Ray session directory inside the Ray head and serve containers (shared bind mount). */
+export const RAY_SESSION_CONTAINER_DIR = "/tmp/ray";
+
+export function nodeStateDir(stateDir: string, node: string): string {
+    return `${stateDir}/${node}`;
+}
+export function apiKeyHostPath(stateDir: string, node: string): string {
+    return `${nodeStateDir(stateDir, node)}/api-key`;
+}
+export function raySessionHostDir(stateDir: string, node: string): string {
+    return `${nodeStateDir(stateDir, node)}/ray`;
+}
+
+/**
+ * Environment for every process that does GPU collectives on a node. VLLM_HOST_IP is the fix for the seeds'
+ * placement-group failure (vLLM and Ray must agree on the fabric IP); NCCL/GLOO are pinned to the fabric
+ * interface; RDMA devices go to NCCL_IB_HCA, or IB is disabled when there are none.
+ */
+export function nodeEnv(n: NodeConfig): string[] {
+    const env = [
+        `VLLM_HOST_IP=${n.fabricIp}`,
+        `NCCL_SOCKET_IFNAME=${n.fabricInterface}`,
+        `GLOO_SOCKET_IFNAME=${n.fabricInterface}`,
+        n.rdmaDevices.length > 0 ? `NCCL_IB_HCA=${n.rdmaDevices.join(",")}` : "NCCL_IB_DISABLE=1",
+    ];
+    if (n.unifiedMemory) {
+        // GPU allocations count as host memory on unified-memory hosts; Ray's memory monitor would kill the
+        // vLLM workers once the model is loaded.
+        env.push("RAY_memory_monitor_refresh_ms=0");
+    }
+    for (const k of Object.keys(n.env).sort()) {
+        env.push(`${k}=${n.env[k]}`);
+    }
+    return env;
+}

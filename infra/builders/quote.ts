@@ -1,0 +1,15 @@
+/** POSIX shell quoting: every command line the program builds goes through here. */
+
+const SAFE_WORD = /^[A-Za-z0-9_\-.,:/=@%+]+$/;
+
+/** POSIX single-quote quoting; the result is one word in sh, bash and zsh alike. */
+export function shellQuote(s: string): string {
+    if (s !== "" && SAFE_WORD.test(s)) {
+        return s;
+    }
+    return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+export function shellJoin(argv: readonly string[]): string {
+    return argv.map(shellQuote).join(" ");
+}

@@ -1,0 +1,93 @@
+/** Ray: the head and worker `ray start` command lines, the cluster readiness probe, the dashboard tunnel. */
+import * as fs from "fs";
+import * as path from "path";
+import type { NodeConfig } from "../config";
+import { CONTAINER, DASHBOARD_HOST } from "../contract";
+import { shellJoin } from "./quote";
+import { SshTarget, remoteScriptCommand } from "./ssh";
+
+export interface RayPorts {
+    gcsPort: number;
+    dashboardPort: number;
+    clientPort: number;
+}
+
+/** Explicit entrypoint: images ship their own (the seeds' first failure was an entrypoint conflict). */
+export const RAY_ENTRYPOINT = ["/usr/bin/env"];
+
+export interface RayHeadCommandInput {
+    node: NodeConfig;
+    ports: RayPorts;
+    objectStoreMemoryBytes?: number;
+}
+
+/** `ray start --head` bound to the fabric IP, every port explicit, the dashboard on loopback. */
+export function rayHeadCommand(a: RayHeadCommandInput): string[] {
+    const cmd = [
+        "ray",
+        "start",
+        "--head",
+        "--block",
+        `--node-ip-address=${a.node.fabricIp}`,
+        `--port=${a.ports.gcsPort}`,
+        `--num-gpus=${a.node.gpus}`,
+        `--dashboard-host=${DASHBOARD_HOST}`,
+        `--dashboard-port=${a.ports.dashboardPort}`,
+        `--ray-client-server-port=${a.ports.clientPort}`,
+        "--disable-usage-stats",
+    ];
+    if (a.objectStoreMemoryBytes !== undefined) {
+        cmd.push(`--object-store-memory=${a.objectStoreMemoryBytes}`);
+    }
+    return cmd;
+}
+
+export interface RayWorkerCommandInput {
+    node: NodeConfig;
+    /** `<head fabric IP>:<gcs port>` */
+    headAddress: string;
+    objectStoreMemoryBytes?: number;
+}
+
+/** `ray start` joining the head over the fabric with the worker's own fabric IP (never Ray's auto-detection). */
+export function rayWorkerCommand(a: RayWorkerCommandInput): string[] {
+    const cmd = [
+        "ray",
+        "start",
+        "--block",
+        `--address=${a.headAddress}`,
+        `--node-ip-address=${a.node.fabricIp}`,
+        `--num-gpus=${a.node.gpus}`,
+        "--disable-usage-stats",
+    ];
+    if (a.objectStoreMemoryBytes !== undefined) {
+        cmd.push(`--object-store-memory=${a.objectStoreMemoryBytes}`);
+    }
+    return cmd;
+}
+
+/** The probe run inside the head container (a real Python file, tested as one). */
+export const CLUSTER_PROBE_PY = fs.readFileSync(path.join(__dirname, "..", "scripts", "ray_cluster_probe.py"), "utf8");
+
+export interface ClusterReadySpec {
+    /** `<head fabric IP>:<gcs port>` */
+    address: string;
+    nodes: { name: string; fabricIp: string; sshHost: string }[];
+    gpus: number;
+    timeoutSeconds: number;
+}
+
+/** Remote script for the head host: `docker exec vllm-ray-head python3 -c <probe> <spec JSON>`. */
+export function clusterReadyScript(spec: ClusterReadySpec): string {
+    return shellJoin(["docker", "exec", CONTAINER.rayHead, "python3", "-c", CLUSTER_PROBE_PY, JSON.stringify(spec)]);
+}
+
+export function clusterReadyCommand(t: SshTarget, spec: ClusterReadySpec): string {
+    return remoteScriptCommand(t, "cluster readiness probe", clusterReadyScript(spec));
+}
+
+/** Operator hint for the loopback-only dashboard. */
+export function dashboardTunnelHint(t: Pick<SshTarget, "user" | "host" | "port">, dashboardPort: number): string {
+    const port = t.port === 22 ? "" : ` -p ${t.port}`;
+    return `ssh -L ${dashboardPort}:${DASHBOARD_HOST}:${dashboardPort}${port} ${t.user}@${t.host}`;
+}

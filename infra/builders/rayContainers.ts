@@ -1,0 +1,57 @@
+/** The Ray head and worker containers (backend ray). */
+import * as docker from "@pulumi/docker";
+import * as pulumi from "@pulumi/pulumi";
+import { CONTAINER, DASHBOARD_HOST, LABEL, PortSettings, containerPorts, portsLabel } from "../contract";
+import { ContainerInput, containerArgs, mapInput, modelVolume } from "./containers";
+import { containerLabels } from "./labels";
+import { RAY_SESSION_CONTAINER_DIR, nodeEnv, raySessionHostDir } from "./node";
+import { RAY_ENTRYPOINT, rayHeadCommand, rayWorkerCommand } from "./ray";
+
+export interface RayHeadContainerInput extends ContainerInput {
+    ports: Required<Pick<PortSettings, "gcsPort" | "dashboardPort" | "clientPort">>;
+    objectStoreMemoryBytes?: number;
+}
+
+/** The Ray head container: bound to the head's fabric IP, dashboard on loopback, Ray session dir on the host. */
+export function rayHeadContainerArgs(p: RayHeadContainerInput): docker.ContainerArgs {
+    return containerArgs(p, {
+        containerName: CONTAINER.rayHead,
+        entrypoints: RAY_ENTRYPOINT,
+        command: rayHeadCommand({ node: p.node, ports: p.ports, objectStoreMemoryBytes: p.objectStoreMemoryBytes }),
+        envs: nodeEnv(p.node),
+        labels: containerLabels(
+            {
+                stack: p.stack,
+                role: "ray-head",
+                node: p.node,
+                imageRef: p.imageRef,
+                ports: portsLabel(containerPorts("ray-head", p.ports)),
+            },
+            { "dashboard-host": DASHBOARD_HOST },
+        ),
+        volumes: [modelVolume(p.model), { hostPath: raySessionHostDir(p.stateDir, p.node.name), containerPath: RAY_SESSION_CONTAINER_DIR }],
+    });
+}
+
+export interface RayWorkerContainerInput extends ContainerInput {
+    /** The head's `<fabric IP>:<gcs port>` (deploy-time: known once the head container exists). */
+    headAddress: pulumi.Input<string>;
+    /** The head container's ID, carried as a label so a replaced head replaces its workers. */
+    headContainerId: pulumi.Input<string>;
+    objectStoreMemoryBytes?: number;
+}
+
+/** A Ray worker container joining the head over the fabric with its own fabric IP. */
+export function rayWorkerContainerArgs(p: RayWorkerContainerInput): docker.ContainerArgs {
+    return containerArgs(p, {
+        containerName: CONTAINER.rayWorker,
+        entrypoints: RAY_ENTRYPOINT,
+        command: mapInput(p.headAddress, (headAddress) =>
+            rayWorkerCommand({ node: p.node, headAddress, objectStoreMemoryBytes: p.objectStoreMemoryBytes }),
+        ),
+        envs: nodeEnv(p.node),
+        labels: containerLabels({ stack: p.stack, role: "ray-worker", node: p.node, imageRef: p.imageRef, ports: {} }),
+        dynamicLabels: [{ label: LABEL.headContainerId, value: p.headContainerId }],
+        volumes: [modelVolume(p.model)],
+    });
+}

@@ -1,0 +1,109 @@
+/** The vLLM serve containers: next to the Ray head (backend ray), or one rank per host (backend native). */
+import * as docker from "@pulumi/docker";
+import * as pulumi from "@pulumi/pulumi";
+import { CONTAINER, LABEL, containerPorts, portsLabel } from "../contract";
+import { ContainerInput, apiKeyMount, containerArgs, mapInput, modelVolume } from "./containers";
+import { containerLabels } from "./labels";
+import { API_KEY_CONTAINER_PATH, RAY_SESSION_CONTAINER_DIR, nodeEnv, raySessionHostDir } from "./node";
+import { HEADLESS_ENTRYPOINT, NativeRank, SERVE_ENTRYPOINT, nativeServeCommand, serveCommand, serveEnv } from "./vllm";
+
+/** The labels every serve container adds: its parallelism and the GPUs of the whole cluster. */
+function parallelismLabels(p: ContainerInput, clusterGpus: number): Record<string, string> {
+    return {
+        "tensor-parallel-size": String(p.serve.tensorParallelSize),
+        "pipeline-parallel-size": String(p.serve.pipelineParallelSize),
+        "cluster-gpus": String(clusterGpus),
+    };
+}
+
+export interface ServeContainerInput extends ContainerInput {
+    /** Hash of the API key (deploy-time, not secret): a new key replaces the server, which reads it at start. */
+    apiKeyHash: pulumi.Input<string>;
+    /** Ray head address `<fabric IP>:<gcs port>` (deploy-time). */
+    rayAddress: pulumi.Input<string>;
+    /** ClusterReady's fingerprint (deploy-time): a re-formed Ray cluster restarts serve. */
+    clusterFingerprint: pulumi.Input<string>;
+    /** Total GPUs of all nodes (label). */
+    clusterGpus: number;
+}
+
+/**
+ * vllm serve on the head: the key is read from the read-only mounted file by the entrypoint (never in Cmd, Env
+ * or labels), and the Ray session dir is shared with the head container.
+ */
+export function serveContainerArgs(p: ServeContainerInput): docker.ContainerArgs {
+    return containerArgs(p, {
+        containerName: CONTAINER.serve,
+        entrypoints: SERVE_ENTRYPOINT,
+        command: serveCommand(p.serve, p.model),
+        envs: mapInput(p.rayAddress, (addr) => serveEnv(p.node, addr)),
+        labels: containerLabels(
+            {
+                stack: p.stack,
+                role: "serve",
+                node: p.node,
+                imageRef: p.imageRef,
+                ports: portsLabel(containerPorts("ray-serve", { servePort: p.serve.port })),
+            },
+            { ...parallelismLabels(p, p.clusterGpus), "api-key-file": API_KEY_CONTAINER_PATH },
+        ),
+        dynamicLabels: [
+            { label: LABEL.clusterFingerprint, value: p.clusterFingerprint },
+            { label: LABEL.apiKeyHash, value: p.apiKeyHash },
+        ],
+        volumes: [modelVolume(p.model), { hostPath: raySessionHostDir(p.stateDir, p.node.name), containerPath: RAY_SESSION_CONTAINER_DIR }],
+        mounts: [apiKeyMount(p.stateDir, p.node.name)],
+    });
+}
+
+export interface NativeRankContainerInput extends ContainerInput {
+    rank: NativeRank;
+    /** Total GPUs of all nodes (label). */
+    clusterGpus: number;
+    /** Rank 0 only: hash of the API key (deploy-time, not secret); a new key replaces the server. */
+    apiKeyHash?: pulumi.Input<string>;
+    /**
+     * Ranks > 0 only: rank 0's container ID (deploy-time), carried as a label so a replaced rank 0 replaces every
+     * other rank too: they joined its rendezvous and must restart together.
+     */
+    rank0ContainerId?: pulumi.Input<string>;
+}
+
+/**
+ * One rank of vLLM's own multi-node (backend native), `vllm-serve` on every node, host network and IPC, pinned to
+ * the node's fabric IP and interface (VLLM_HOST_IP, NCCL/GLOO socket ifname). Rank 0 serves the API with the key
+ * read by the entrypoint from the read-only key file (never in Cmd, Env or labels); ranks > 0 are headless.
+ */
+export function nativeRankContainerArgs(p: NativeRankContainerInput): docker.ContainerArgs {
+    const rank0 = p.rank.nodeRank === 0;
+    const kind = rank0 ? "native-rank0" : "native-headless";
+    const extra: Record<string, string> = { "node-rank": String(p.rank.nodeRank), ...parallelismLabels(p, p.clusterGpus) };
+    const dynamicLabels: { label: string; value: pulumi.Input<string> }[] = [];
+    if (rank0) {
+        extra["api-key-file"] = API_KEY_CONTAINER_PATH;
+        if (p.apiKeyHash !== undefined) {
+            dynamicLabels.push({ label: LABEL.apiKeyHash, value: p.apiKeyHash });
+        }
+    } else if (p.rank0ContainerId !== undefined) {
+        dynamicLabels.push({ label: LABEL.rank0ContainerId, value: p.rank0ContainerId });
+    }
+    return containerArgs(p, {
+        containerName: CONTAINER.serve,
+        entrypoints: rank0 ? SERVE_ENTRYPOINT : HEADLESS_ENTRYPOINT,
+        command: nativeServeCommand(p.serve, p.model, p.rank),
+        envs: nodeEnv(p.node),
+        labels: containerLabels(
+            {
+                stack: p.stack,
+                role: "serve",
+                node: p.node,
+                imageRef: p.imageRef,
+                ports: portsLabel(containerPorts(kind, { servePort: p.serve.port, masterPort: p.rank.masterPort })),
+            },
+            extra,
+        ),
+        dynamicLabels,
+        volumes: [modelVolume(p.model)],
+        mounts: rank0 ? [apiKeyMount(p.stateDir, p.node.name)] : undefined,
+    });
+}

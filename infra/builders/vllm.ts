@@ -1,0 +1,135 @@
+/** The `vllm serve` command lines of both backends and the entrypoint that hands the server its key. */
+import { createHash } from "crypto";
+import type { ModelConfig, NodeConfig, ServeConfig } from "../config";
+import { API_KEY_CONTAINER_PATH, nodeEnv } from "./node";
+
+/** Where the model is inside the container and the name it is served under. */
+export type ServedModel = Pick<ModelConfig, "containerPath" | "servedName">;
+
+/** Exit status of the serve entrypoint when there is no usable API key (EX_CONFIG). */
+export const NO_API_KEY_EXIT = 78;
+
+/**
+ * Reads the key from the read-only mounted file into the environment of the exec'd process only, so it is in
+ * neither the container's Cmd nor its Env (`docker inspect`, `ps`). Fails closed: without a readable, non-empty
+ * regular file (missing, a directory that a bind mount made in its place, unreadable, empty) the server is never
+ * started, because vLLM with an empty VLLM_API_KEY serves everyone.
+ */
+export const SERVE_ENTRYPOINT = [
+    "/bin/sh",
+    "-c",
+    [
+        `f=${API_KEY_CONTAINER_PATH}`,
+        `k=`,
+        `if [ -f "$f" ] && [ -r "$f" ]; then k="$(cat "$f")"; fi`,
+        `if [ -z "$k" ]; then echo "vllm-serve: no API key in $f (missing, not a file, unreadable or empty); refusing to serve without one" >&2; exit ${NO_API_KEY_EXIT}; fi`,
+        `VLLM_API_KEY="$k" exec "$@"`,
+    ].join("; "),
+    "vllm-serve",
+];
+
+/**
+ * `vllm serve <model> --flag value ...`, each flag and value its own element; `distributed` (the executor backend
+ * and, for the native backend, the multi-node flags) goes right after the parallelism it serves.
+ */
+function serveArgv(s: ServeConfig, model: ServedModel, distributed: string[]): string[] {
+    const cmd = [
+        "vllm",
+        "serve",
+        model.containerPath,
+        "--served-model-name",
+        model.servedName,
+        "--host",
+        s.host,
+        "--port",
+        String(s.port),
+        "--tensor-parallel-size",
+        String(s.tensorParallelSize),
+        "--pipeline-parallel-size",
+        String(s.pipelineParallelSize),
+        ...distributed,
+        "--gpu-memory-utilization",
+        String(s.gpuMemoryUtilization),
+    ];
+    if (s.maxModelLen !== undefined) {
+        cmd.push("--max-model-len", String(s.maxModelLen));
+    }
+    if (s.reasoningParser !== undefined) {
+        cmd.push("--reasoning-parser", s.reasoningParser);
+    }
+    if (s.toolCallParser !== undefined) {
+        cmd.push("--tool-call-parser", s.toolCallParser);
+    }
+    if (s.enableAutoToolChoice) {
+        cmd.push("--enable-auto-tool-choice");
+    }
+    if (s.trustRemoteCode) {
+        cmd.push("--trust-remote-code");
+    }
+    if (s.loadFormat !== undefined) {
+        cmd.push("--load-format", s.loadFormat);
+    }
+    return [...cmd, ...s.extraArgs];
+}
+
+/** `vllm serve <model> --flag value ...` for the ray backend, each flag and value its own element. */
+export function serveCommand(s: ServeConfig, model: ServedModel): string[] {
+    // Without it a multi-node TP run does not use the Ray cluster (seeds' second failure).
+    return serveArgv(s, model, ["--distributed-executor-backend", "ray"]);
+}
+
+/** One rank of the native backend: which node it is and where rank 0's rendezvous listens. */
+export interface NativeRank {
+    /** 0 on the head (serves the API), 1..nnodes-1 on the other nodes in config order (headless). */
+    nodeRank: number;
+    nnodes: number;
+    /** The head's fabric IP. */
+    masterAddr: string;
+    masterPort: number;
+}
+
+/**
+ * `vllm serve` for vLLM's own multi-node without Ray (backend native). Every node runs the same serve command with
+ * its own `--node-rank`; TP x PP spans all nodes' GPUs exactly as with Ray. Rank 0 serves the API, every other
+ * rank runs `--headless` (engine only, no API server) and joins rank 0 at `--master-addr`/`--master-port`.
+ * vLLM docs, "Parallelism and Scaling", section "Running vLLM with MultiProcessing":
+ * https://docs.vllm.ai/en/latest/serving/parallelism_scaling.html (example: `--tensor-parallel-size 8
+ * --pipeline-parallel-size 2 --nnodes 2 --node-rank 0 --master-addr <HEAD_NODE_IP>` on the head, the same with
+ * `--node-rank 1 ... --headless` on the other node). `--master-port` is the matching engine argument for the
+ * rendezvous port; it is always passed so the port checked by config validation and the policy pack is the one
+ * used. `--distributed-executor-backend mp` is passed explicitly so an image that does ship Ray is not steered to it.
+ */
+export function nativeServeCommand(s: ServeConfig, model: ServedModel, r: NativeRank): string[] {
+    const distributed = [
+        "--distributed-executor-backend",
+        "mp",
+        "--nnodes",
+        String(r.nnodes),
+        "--node-rank",
+        String(r.nodeRank),
+        "--master-addr",
+        r.masterAddr,
+        "--master-port",
+        String(r.masterPort),
+    ];
+    if (r.nodeRank > 0) {
+        distributed.push("--headless");
+    }
+    return serveArgv(s, model, distributed);
+}
+
+/** Explicit entrypoint for headless ranks (no API, so no key): an image's own entrypoint never runs. */
+export const HEADLESS_ENTRYPOINT = ["/usr/bin/env"];
+
+/**
+ * The native backend's counterpart of the Ray cluster fingerprint: a hash of every rank's container ID, so it
+ * changes exactly when any rank's container was replaced.
+ */
+export function joinFingerprint(rankContainerIds: readonly string[]): string {
+    return createHash("sha256").update(rankContainerIds.join("\n")).digest("hex").slice(0, 16);
+}
+
+/** Serve runs on the head host as a Ray driver: it needs the head's env plus the Ray address. */
+export function serveEnv(head: NodeConfig, rayAddress: string): string[] {
+    return [...nodeEnv(head), `RAY_ADDRESS=${rayAddress}`];
+}

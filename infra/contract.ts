@@ -1,0 +1,120 @@
+/**
+ * The contract every part of the project shares: container names, the labels each project container carries, the
+ * roles, and which host ports each container listens on. The program, config validation, the command builders and
+ * the policy pack (a separate package) all import it, so it has no dependencies at all.
+ */
+
+/** Fixed container names: one of each per host, so a second deployment on the same host fails loudly. */
+export const CONTAINER = {
+    rayHead: "vllm-ray-head",
+    rayWorker: "vllm-ray-worker",
+    serve: "vllm-serve",
+} as const;
+
+export const LABEL_PREFIX = "vllm-cluster.";
+
+/** Label keys (with the prefix). Values are strings; `ports` is a JSON object of name to host port. */
+export const LABEL = {
+    managed: "vllm-cluster.managed",
+    stack: "vllm-cluster.stack",
+    role: "vllm-cluster.role",
+    node: "vllm-cluster.node",
+    gpus: "vllm-cluster.gpus",
+    gpuRuntime: "vllm-cluster.gpu-runtime",
+    unifiedMemory: "vllm-cluster.unified-memory",
+    sshPort: "vllm-cluster.ssh-port",
+    ports: "vllm-cluster.ports",
+    imageRef: "vllm-cluster.image-ref",
+    tensorParallelSize: "vllm-cluster.tensor-parallel-size",
+    pipelineParallelSize: "vllm-cluster.pipeline-parallel-size",
+    clusterGpus: "vllm-cluster.cluster-gpus",
+    apiKeyFile: "vllm-cluster.api-key-file",
+    dashboardHost: "vllm-cluster.dashboard-host",
+    /** Backend native only: the serve container's vLLM node rank (0 serves the API, > 0 run --headless). */
+    nodeRank: "vllm-cluster.node-rank",
+    /** Deploy-time values carried as labels so that a change replaces the container. */
+    clusterFingerprint: "vllm-cluster.cluster-fingerprint",
+    apiKeyHash: "vllm-cluster.api-key-sha256",
+    headContainerId: "vllm-cluster.head-container-id",
+    rank0ContainerId: "vllm-cluster.rank0-container-id",
+} as const;
+
+export type Role = "ray-head" | "ray-worker" | "serve";
+export const ROLES: readonly Role[] = ["ray-head", "ray-worker", "serve"];
+export const RAY_ROLES: readonly Role[] = ["ray-head", "ray-worker"];
+
+export type Backend = "ray" | "native";
+
+/** The dashboard only ever listens on loopback; operators reach it through an SSH tunnel. */
+export const DASHBOARD_HOST = "127.0.0.1";
+
+/** The configured ports; any may be unknown (undefined) while an invalid config is being reported. */
+export interface PortSettings {
+    servePort?: number;
+    gcsPort?: number;
+    dashboardPort?: number;
+    clientPort?: number;
+    masterPort?: number;
+}
+
+/** One host port a container listens on: its name in the `ports` label, the config key that sets it, the port. */
+export interface PortClaim {
+    name: string;
+    key: string;
+    port: number;
+}
+
+/** Which container of a backend: the Ray head, a Ray worker, serve next to the Ray head, or a native rank. */
+export type ContainerKind = "ray-head" | "ray-worker" | "ray-serve" | "native-rank0" | "native-headless";
+
+const PORTS_OF: Record<ContainerKind, [name: string, key: string, setting: keyof PortSettings][]> = {
+    "ray-head": [
+        ["gcs", "ray.gcsPort", "gcsPort"],
+        ["dashboard", "ray.dashboardPort", "dashboardPort"],
+        ["client", "ray.clientPort", "clientPort"],
+    ],
+    // a worker dials the head; Ray's own worker ports are dynamic
+    "ray-worker": [],
+    "ray-serve": [["serve", "serve.port", "servePort"]],
+    "native-rank0": [
+        ["serve", "serve.port", "servePort"],
+        ["master", "native.masterPort", "masterPort"],
+    ],
+    // headless ranks only dial rank 0
+    "native-headless": [],
+};
+
+/** The host ports one container listens on (all containers use host networking). */
+export function containerPorts(kind: ContainerKind, p: PortSettings): PortClaim[] {
+    const out: PortClaim[] = [];
+    for (const [name, key, setting] of PORTS_OF[kind]) {
+        const port = p[setting];
+        if (port !== undefined) {
+            out.push({ name, key, port });
+        }
+    }
+    return out;
+}
+
+/** The containers a backend runs on the head host and on every other host. */
+export function nodeContainers(backend: Backend, isHead: boolean): ContainerKind[] {
+    if (backend === "native") {
+        return [isHead ? "native-rank0" : "native-headless"];
+    }
+    return isHead ? ["ray-head", "ray-serve"] : ["ray-worker"];
+}
+
+/** Every host port the project's containers listen on on one host. */
+export function nodePorts(backend: Backend, isHead: boolean, p: PortSettings): PortClaim[] {
+    return nodeContainers(backend, isHead).flatMap((kind) => containerPorts(kind, p));
+}
+
+/** The `ports` label value of a container: name -> port. */
+export function portsLabel(claims: readonly PortClaim[]): Record<string, number> {
+    return Object.fromEntries(claims.map((c) => [c.name, c.port]));
+}
+
+/** Distinct ports, sorted. */
+export function portNumbers(claims: readonly PortClaim[]): number[] {
+    return [...new Set(claims.map((c) => c.port))].sort((a, b) => a - b);
+}
