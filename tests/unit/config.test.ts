@@ -1,4 +1,5 @@
-import { MANAGED_SERVE_FLAGS, validateConfig } from "../../infra/config";
+import * as pulumi from "@pulumi/pulumi";
+import { MANAGED_SERVE_FLAGS, loadConfig, validateConfig } from "../../infra/config";
 import { deepClone, loadStackRaw } from "./harness";
 
 type Raw = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -268,6 +269,130 @@ describe("validation rules name the key path and the rule", () => {
     test("non-object config", () => {
         expect(problems(undefined)).toEqual(
             expect.arrayContaining(["nodes: is required (a list with at least one node)", "image: is required"]),
+        );
+    });
+});
+
+/** Behaviour the zod schema makes explicit: each case mutates a valid config and expects exactly these problems. */
+const schemaCases: [string, (r: Raw) => void, string[]][] = [
+    [
+        "a required section of the wrong type also lists its required keys",
+        (r) => (r.serve = "fast"),
+        ["serve: must be an object", "serve.tensorParallelSize: is required"],
+    ],
+    ["an optional section of the wrong type", (r) => (r.ray = 5), ["ray: must be an object"]],
+    ["nodes of the wrong type are reported once", (r) => (r.nodes = ""), ["nodes: must be a non-empty list"]],
+    [
+        "a list item of the wrong type is reported once",
+        (r) => (r.nodes[0].rdmaDevices = [[]]),
+        ["nodes[0].rdmaDevices[0]: must be a non-empty string"],
+    ],
+    ["null means unset: the default applies", (r) => (r.ray.gcsPort = null), []],
+    ["an unknown key is reported even when null", (r) => (r.nodes[0].bogus = null), ["nodes[0].bogus: unknown key"]],
+    [
+        "several unknown keys in one section: one line each",
+        (r) => {
+            r.image.tag = "latest";
+            r.image.digest = "sha256:0";
+        },
+        ["image.tag: unknown key", "image.digest: unknown key"],
+    ],
+    [
+        "a node that is not an object keeps the other nodes' indices",
+        (r) => {
+            r.nodes.push(deepClone(r.nodes[1]));
+            r.nodes[0] = "spark-1";
+        },
+        [
+            "nodes[0]: must be an object",
+            "nodes[2].name: spark-2 is used by nodes[1]",
+            "nodes[2].sshHost: 10.1.230.181 is used by nodes[1]",
+            "nodes[2].fabricIp: 192.168.200.13 is used by nodes[1]",
+        ],
+    ],
+    [
+        "a malformed node name is not reported again by image.sourceNode",
+        (r) => (r.nodes[0].name = "Spark_1"),
+        ['nodes[0].name: "Spark_1" is not a valid node name ([a-z0-9-])'],
+    ],
+    [
+        "an invalid ssh port takes no part in the port clash check",
+        (r) => {
+            r.backend = "native";
+            r.native = { masterPort: 22 };
+            r.nodes[0].sshPort = 0;
+        },
+        ["nodes[0].sshPort: 0 is out of range 1..65535 (TCP port)"],
+    ],
+    [
+        "a malformed tool call parser is not reported again as missing",
+        (r) => (r.serve.toolCallParser = "qwen3 coder"),
+        ['serve.toolCallParser: "qwen3 coder" is not a valid parser name'],
+    ],
+    [
+        "a fraction written as a string is shown as written",
+        (r) => (r.serve.gpuMemoryUtilization = "2"),
+        ['serve.gpuMemoryUtilization: "2" must be in (0, 1]'],
+    ],
+];
+
+describe("schema details", () => {
+    test.each(schemaCases)("%s", (_title, mutate, expected) => {
+        const raw = base();
+        mutate(raw);
+        expect(problems(raw)).toEqual(expected);
+    });
+
+    test("the string spellings `pulumi config set` produces are read as numbers and flags", () => {
+        const raw = base();
+        Object.assign(raw.serve, { port: "8002", gpuMemoryUtilization: "0.5", trustRemoteCode: "false", maxModelLen: "" + 4096 });
+        raw.nodes[1].env = { OMP_NUM_THREADS: 8, NCCL_DEBUG: "INFO", VERBOSE: true };
+        const c = validateConfig(raw);
+        expect(c.serve).toMatchObject({ port: 8002, gpuMemoryUtilization: 0.5, trustRemoteCode: false, maxModelLen: 4096 });
+        expect(c.nodes[1].env).toEqual({ OMP_NUM_THREADS: "8", NCCL_DEBUG: "INFO", VERBOSE: "true" });
+    });
+
+    test("exactly one node is the head; image.sourceNode is dropped unless source=host", () => {
+        const raw = base();
+        delete raw.nodes[0].role;
+        raw.nodes[1].role = "head";
+        raw.image = { ref: "vllm/vllm-openai:v0.11.0", source: "registry" };
+        const c = validateConfig(raw);
+        expect(c.nodes.map((n) => n.role)).toEqual(["worker", "head"]);
+        expect(c.head.name).toBe("spark-2");
+        expect(c.image.sourceNode).toBeUndefined();
+    });
+});
+
+describe("loadConfig", () => {
+    const setStackConfig = (raw: Raw) =>
+        pulumi.runtime.setAllConfig(
+            Object.fromEntries(Object.entries(raw).map(([k, v]) => [`vllm-cluster:${k}`, typeof v === "string" ? v : JSON.stringify(v)])),
+        );
+
+    test("reads the namespace and validates it", () => {
+        setStackConfig(base());
+        expect(loadConfig()).toEqual(validateConfig(base()));
+    });
+
+    test("a misspelt top-level key is reported, not ignored", () => {
+        const raw = base();
+        raw.backnd = "native";
+        setStackConfig(raw);
+        expect(() => loadConfig()).toThrow("invalid vllm-cluster stack config (1 problem(s)):\n  - backnd: unknown key");
+    });
+
+    test("a structured key that is not JSON is reported with the other problems", () => {
+        const raw = base();
+        raw.ssh = "~/.ssh/id_ed25519";
+        raw.serve.port = 0;
+        setStackConfig(raw);
+        expect(() => loadConfig()).toThrow(
+            "invalid vllm-cluster stack config (4 problem(s)):\n" +
+                "  - serve.port: 0 is out of range 1..65535 (TCP port)\n" +
+                "  - ssh: must be an object\n" +
+                "  - ssh.privateKeyPath: is required\n" +
+                "  - ssh.knownHostsFile: is required",
         );
     });
 });

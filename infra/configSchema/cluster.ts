@@ -1,0 +1,161 @@
+/** The whole `vllm-cluster` namespace: its sections, the rules across sections, and the derived cluster shape. */
+import { z } from "zod";
+import { PortClaim, PortSettings, nodePorts } from "../contract";
+import { absPath, isObject, oneOf, quote, requiredSection, section, withDefault } from "./fields";
+import { NodeConfig, headIndex, nodeFields, nodesSchema, writtenRole } from "./nodes";
+import { evenIfInvalid, problem, valid, validFields } from "./rules";
+import { serveFields, serveSchema } from "./serve";
+import {
+    ImageConfig,
+    imageFields,
+    imageSchema,
+    modelSchema,
+    nativeFields,
+    nativeSchema,
+    rayFields,
+    raySchema,
+    sshSchema,
+} from "./sections";
+
+export const clusterFields = {
+    nodes: nodesSchema,
+    image: requiredSection(imageSchema),
+    model: requiredSection(modelSchema),
+    serve: requiredSection(serveSchema),
+    ray: raySchema,
+    native: nativeSchema,
+    ssh: requiredSection(sshSchema),
+    /** Per-host state (API key file, Ray session dir); the SSH user must be able to write it. */
+    stateDir: withDefault(absPath(), "/var/lib/vllm-cluster"),
+    /** ray: vLLM on a Ray cluster; native: vLLM's own multi-node rendezvous, no Ray. */
+    backend: withDefault(oneOf(["ray", "native"]), "ray"),
+};
+
+/** What the rules across sections may rely on: every field that passed on its own, the rest undefined. */
+function partsOf(config: unknown) {
+    const top = isObject(config) ? config : {};
+    const nodes = Array.isArray(top.nodes) ? top.nodes : [];
+    return {
+        nodes: nodes.map((n) => (isObject(n) ? validFields(nodeFields, n) : undefined)),
+        head: headIndex(nodes.map(writtenRole)),
+        image: validFields(imageFields, top.image),
+        serve: validFields(serveFields, top.serve),
+        ray: validFields(rayFields, top.ray),
+        native: validFields(nativeFields, top.native),
+        backend: valid(clusterFields.backend, top.backend),
+    };
+}
+
+type Parts = ReturnType<typeof partsOf>;
+
+/** Judged only against a complete list of names, so a malformed name is not reported a second time here. */
+function sourceNodeIsANode(p: Parts, ctx: z.RefinementCtx): void {
+    const { source, sourceNode } = p.image;
+    const names = p.nodes.map((n) => n?.name);
+    if (source !== "host" || sourceNode === undefined || names.length === 0 || names.includes(undefined)) {
+        return;
+    }
+    if (!names.includes(sourceNode)) {
+        problem(ctx, ["image", "sourceNode"], `${quote(sourceNode)} is not one of the nodes (${names.join(", ")})`);
+    }
+}
+
+/** vLLM places one worker per GPU: TP x PP must use every GPU of every node, no more and no fewer. */
+function parallelismUsesEveryGpu(p: Parts, ctx: z.RefinementCtx): void {
+    const { tensorParallelSize: tp, pipelineParallelSize: pp } = p.serve;
+    const gpus = p.nodes.flatMap((n) => (n?.gpus === undefined ? [] : [n.gpus]));
+    if (tp === undefined || pp === undefined || gpus.length === 0 || gpus.length < p.nodes.length) {
+        return;
+    }
+    const total = gpus.reduce((sum, g) => sum + g, 0);
+    if (tp * pp !== total) {
+        problem(
+            ctx,
+            ["serve", "tensorParallelSize"],
+            `tensorParallelSize x pipelineParallelSize = ${tp} x ${pp} = ${tp * pp} but the nodes offer ${total} GPUs (TP x PP must equal total GPUs)`,
+        );
+    }
+}
+
+/** sshd first, then the public API, then the backend's own ports: a clash is blamed on the later, movable one. */
+function inBlameOrder(claims: PortClaim[]): PortClaim[] {
+    return [...claims.filter((c) => c.key === "serve.port"), ...claims.filter((c) => c.key !== "serve.port")];
+}
+
+/**
+ * Every container uses host networking, so on each host sshd and the containers the backend runs there (the
+ * contract's port claims) need distinct ports. The other backend's ports are never opened, so never checked.
+ */
+function portsDoNotClash(p: Parts, ctx: z.RefinementCtx): void {
+    const backend = p.backend;
+    if (backend === undefined) {
+        return;
+    }
+    const settings: PortSettings = {
+        servePort: p.serve.port,
+        gcsPort: p.ray.gcsPort,
+        dashboardPort: p.ray.dashboardPort,
+        clientPort: p.ray.clientPort,
+        masterPort: p.native.masterPort,
+    };
+    p.nodes.forEach((n, i) => {
+        if (n === undefined) {
+            return;
+        }
+        const claims = [
+            { key: `nodes[${i}].sshPort`, path: ["nodes", i, "sshPort"], port: n.sshPort },
+            ...inBlameOrder(nodePorts(backend, i === p.head, settings)).map((c) => ({ ...c, path: c.key.split(".") })),
+        ];
+        const seen = new Map<number, string>();
+        for (const { key, path, port } of claims) {
+            const other = port === undefined ? undefined : seen.get(port);
+            if (other !== undefined) {
+                problem(ctx, path, `port ${port} clashes with ${other} on host ${n.name ?? `nodes[${i}]`}`);
+            } else if (port !== undefined) {
+                seen.set(port, key);
+            }
+        }
+    });
+}
+
+const sectionsSchema = section(clusterFields);
+
+function withSourceNode(image: ImageConfig, head: NodeConfig): ImageConfig {
+    return { ref: image.ref, source: image.source, sourceNode: image.source === "host" ? (image.sourceNode ?? head.name) : undefined };
+}
+
+function assemble(c: z.output<typeof sectionsSchema>) {
+    // the nodes rules guarantee exactly one head once validation has passed
+    const head = c.nodes.find((n) => n.role === "head")!;
+    return {
+        nodes: c.nodes,
+        /** The node with role head (validated: exactly one). */
+        head,
+        workers: c.nodes.filter((n) => n !== head),
+        totalGpus: c.nodes.reduce((sum, n) => sum + n.gpus, 0),
+        image: withSourceNode(c.image, head),
+        model: c.model,
+        serve: c.serve,
+        /** Read and validated for every backend; only the ray backend uses it. */
+        ray: c.ray,
+        /** Read and validated for every backend; only the native backend uses it. */
+        native: c.native,
+        ssh: c.ssh,
+        stateDir: c.stateDir,
+        backend: c.backend,
+    };
+}
+
+/** A config that is not an object at all reads as empty, so each missing key is named. */
+export const clusterSchema = z
+    .preprocess((raw) => (isObject(raw) ? raw : {}), sectionsSchema)
+    .superRefine((config: unknown, ctx) => {
+        const parts = partsOf(config);
+        sourceNodeIsANode(parts, ctx);
+        parallelismUsesEveryGpu(parts, ctx);
+        portsDoNotClash(parts, ctx);
+    }, evenIfInvalid)
+    .transform(assemble);
+
+export type ClusterConfig = z.output<typeof clusterSchema>;
+export type Backend = ClusterConfig["backend"];

@@ -1,0 +1,162 @@
+/**
+ * Field constructors shared by every config section. Each one carries its own messages, so a problem reads
+ * `<key path>: <rule>` wherever the field is used, and none echoes a value that might be a secret unless the
+ * message says so on purpose (a malformed address is worth showing; an extra argument is not).
+ *
+ * Presence: a missing key and a null value are the same (`section` drops nulls); an empty string also counts as
+ * unset for string fields only, so `port: ""` is still reported rather than silently defaulted.
+ */
+import * as path from "path";
+import { z } from "zod";
+
+export const REQUIRED = "is required";
+
+export const quote = (v: unknown): string => JSON.stringify(v);
+
+export function isObject(v: unknown): v is Record<string, unknown> {
+    return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+const IPV4_RE = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
+const DNS_LABEL = "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
+const DNS_NAME_RE = new RegExp(`^${DNS_LABEL}(\\.${DNS_LABEL})*\\.?$`);
+/** Paths end up inside single-quoted shell words and docker flags; these characters would break them. */
+const UNSAFE_PATH_RE = /[\s'"\\]/;
+
+export function isIPv4(s: string): boolean {
+    return IPV4_RE.test(s);
+}
+
+/** An SSH host is an IPv4 address or a DNS name; anything else (user@, port, spaces, leading '-') is malformed. */
+export function isValidSshHost(s: string): boolean {
+    if (/^\d+(\.\d+)*$/.test(s)) {
+        return isIPv4(s);
+    }
+    return DNS_NAME_RE.test(s) && s.length <= 253;
+}
+
+// ---- strings: build the check, then say how the key may be left out (required / optional / withDefault) ----
+
+export const string = () => z.string({ error: (iss) => (iss.input === undefined ? REQUIRED : "must be a string") });
+
+export const pattern = (re: RegExp, what: string) => string().regex(re, { error: (iss) => `${quote(iss.input)} is not a valid ${what}` });
+
+const TOKEN_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/:]*$/;
+
+/** A name handed to vLLM as one argument (parser, load format, served model name). */
+export const token = (what: string) => pattern(TOKEN_RE, what);
+
+export const ipv4 = () => string().refine(isIPv4, { error: (iss) => `${quote(iss.input)} is not a valid IPv4 address` });
+
+export const absPath = () =>
+    string().refine((v) => path.posix.isAbsolute(v) && !UNSAFE_PATH_RE.test(v), {
+        error: (iss) => `${quote(iss.input)} must be an absolute path without spaces or quotes`,
+    });
+
+/** May be relative to the operator's home (~/.ssh/...); only what would break quoting is rejected. */
+export const quotablePath = () => string().refine((v) => !UNSAFE_PATH_RE.test(v), { error: "must be a path without spaces or quotes" });
+
+export const oneOf = <const T extends readonly [string, ...string[]]>(values: T) =>
+    z.enum(values, {
+        error: (iss) =>
+            iss.input === undefined
+                ? REQUIRED
+                : typeof iss.input !== "string"
+                  ? "must be a string"
+                  : `${quote(iss.input)} must be one of ${values.join(", ")}`,
+    });
+
+const blankIsUnset = (v: unknown) => (v === "" ? undefined : v);
+
+export const required = <T extends z.ZodType>(s: T) => z.preprocess(blankIsUnset, s);
+export const optional = <T extends z.ZodType>(s: T) => z.preprocess(blankIsUnset, s.optional());
+export const withDefault = <T extends z.ZodType>(s: T, def: z.util.NoUndefined<z.output<T>>) => z.preprocess(blankIsUnset, s.default(def));
+
+// ---- numbers and flags: `pulumi config set` stores strings, so the obvious string spellings are accepted ----
+
+/** An integer in min..max (required unless chained with .optional() or .default()). */
+export function int(opts: { min: number; max?: number; what?: string }) {
+    const range = opts.max !== undefined ? `${opts.min}..${opts.max}` : `>= ${opts.min}`;
+    const outOfRange = (iss: { input?: unknown }) => `${iss.input} is out of range ${range}${opts.what ? ` (${opts.what})` : ""}`;
+    const notInteger = (iss: { input?: unknown }) => (iss.input === undefined ? REQUIRED : `${quote(iss.input)} must be an integer`);
+    return z.preprocess(
+        (v) => (typeof v === "string" && /^-?\d+$/.test(v) ? Number(v) : v),
+        z
+            .number({ error: notInteger })
+            .refine(Number.isInteger, { error: notInteger, abort: true })
+            .min(opts.min, { error: outOfRange })
+            .max(opts.max ?? Number.MAX_SAFE_INTEGER, { error: outOfRange }),
+    );
+}
+
+export const positiveInt = () => int({ min: 1 });
+
+export const port = (def: number) => int({ min: 1, max: 65535, what: "TCP port" }).default(def);
+
+export const bool = (def: boolean) =>
+    z
+        .preprocess(
+            (v) => (v === "true" ? true : v === "false" ? false : v),
+            z.boolean({ error: (iss) => `${quote(iss.input)} must be true or false` }),
+        )
+        .default(def);
+
+const asNumber = (v: unknown) => (typeof v === "string" ? Number(v) : v);
+
+/** A share in (0, 1]; the message shows the value as written (a string stays quoted). */
+export const fraction = (def: number) =>
+    z
+        .custom<number | string>(
+            (v) => {
+                const u = asNumber(v);
+                return typeof u === "number" && u > 0 && u <= 1;
+            },
+            { error: (iss) => `${quote(iss.input)} must be in (0, 1]` },
+        )
+        .transform(Number)
+        .default(def);
+
+// ---- lists and objects ----
+
+const NON_EMPTY = "must be a non-empty string";
+
+/** A list item: a non-empty string, optionally matching `re`. */
+export function item(re?: RegExp, what?: string) {
+    const s = z.string({ error: NON_EMPTY }).refine((v) => v !== "", { error: NON_EMPTY, abort: true });
+    return re ? s.regex(re, { error: (iss) => `${quote(iss.input)} is not a valid ${what ?? "value"}` }) : s;
+}
+
+/** A list of strings; a missing one is empty. */
+export const list = <T extends z.ZodType<string>>(of: T) => z.array(of, { error: "must be a list of strings" }).default(() => []);
+
+/** A null value for a known key means unset, as if the key were missing (an unknown key is reported either way). */
+const dropNulls = (shape: z.ZodRawShape) => (v: unknown) =>
+    isObject(v) ? Object.fromEntries(Object.entries(v).filter(([k, x]) => x !== null || !Object.hasOwn(shape, k))) : v;
+
+/** A config object. Unknown keys are rejected: a typo would otherwise silently fall back to a default. */
+export const section = <S extends z.ZodRawShape>(shape: S) =>
+    z.preprocess(
+        dropNulls(shape),
+        z.strictObject(shape, {
+            error: (iss) => (iss.code === "invalid_type" ? (iss.input === undefined ? REQUIRED : "must be an object") : undefined),
+        }),
+    );
+
+/**
+ * A section the stack must set. When it is missing or not an object, its required keys are listed too, so one
+ * round of edits adds them all.
+ */
+export function requiredSection<T extends z.ZodType>(schema: T) {
+    return z.preprocess((v, ctx) => {
+        if (!isObject(v)) {
+            ctx.addIssue({ code: "custom", message: v === undefined ? REQUIRED : "must be an object" });
+            for (const { path, message } of schema.safeParse({}).error?.issues ?? []) {
+                ctx.addIssue({ code: "custom", path, message });
+            }
+        }
+        return v;
+    }, schema);
+}
+
+/** A section with a default for every key: missing means all defaults. */
+export const optionalSection = <T extends z.ZodType>(schema: T) => schema.prefault({} as z.input<T>);

@@ -1,0 +1,94 @@
+/** The smaller sections: image, model, ray, native and ssh. */
+import * as path from "path";
+import { z } from "zod";
+import {
+    absPath,
+    int,
+    oneOf,
+    optional,
+    optionalSection,
+    pattern,
+    port,
+    positiveInt,
+    quotablePath,
+    required,
+    section,
+    string,
+    token,
+    withDefault,
+} from "./fields";
+import { evenIfInvalid, problem, validFields } from "./rules";
+
+const IMAGE_REF_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$/;
+
+export const imageFields = {
+    ref: required(pattern(IMAGE_REF_RE, "image reference")),
+    /** host: already on `sourceNode` and streamed to the others; local: on the operator's engine; registry: pulled. */
+    source: withDefault(oneOf(["host", "local", "registry"]), "host"),
+    /** Node that already holds the image (source=host only); the head when unset. Checked against the nodes. */
+    sourceNode: optional(string()),
+};
+
+export const imageSchema = section(imageFields).superRefine((image: unknown, ctx) => {
+    const { source, sourceNode } = validFields(imageFields, image);
+    if (source !== undefined && source !== "host" && sourceNode !== undefined) {
+        problem(ctx, ["sourceNode"], `only valid with image.source=host (source is ${source})`);
+    }
+}, evenIfInvalid);
+
+export type ImageConfig = z.output<typeof imageSchema>;
+export type ImageSource = ImageConfig["source"];
+
+export const modelFields = {
+    /** The model directory, at the same path on every host; mounted read-only. */
+    hostPath: required(absPath()),
+    /** Where vLLM sees it; /models/<basename of hostPath> when unset. */
+    containerPath: optional(absPath()),
+    /** The name clients ask for (the API's `model`). */
+    servedName: required(token("served model name")),
+};
+
+export const modelSchema = section(modelFields).transform((m) => ({
+    hostPath: m.hostPath,
+    containerPath: m.containerPath ?? `/models/${path.posix.basename(m.hostPath)}`,
+    servedName: m.servedName,
+}));
+
+export type ModelConfig = z.output<typeof modelSchema>;
+
+/** Read and validated for every backend; only the ray backend uses it (its ports open on the head only). */
+export const rayFields = {
+    gcsPort: port(6379),
+    dashboardPort: port(8265),
+    clientPort: port(10001),
+    /** Ray's own floor is 75 MiB; unset lets Ray size the object store from the host's memory. */
+    objectStoreMemoryBytes: int({ min: 78643200 }).optional(),
+    /** How long to wait for every node to join the Ray cluster with its GPUs. */
+    readyTimeoutSeconds: positiveInt().default(300),
+};
+
+export const raySchema = optionalSection(section(rayFields));
+
+export type RayConfig = z.output<typeof raySchema>;
+
+/** vLLM's own multi-node (backend: native): rank 0 hosts the rendezvous on the head's fabric IP. */
+export const nativeFields = {
+    /** TCP port rank 0 listens on for the other ranks (vLLM --master-port); on the head host only. */
+    masterPort: port(29500),
+};
+
+/** Read and validated for every backend; only the native backend uses it. */
+export const nativeSchema = optionalSection(section(nativeFields));
+
+export type NativeConfig = z.output<typeof nativeSchema>;
+
+/**
+ * Files on the machine running Pulumi, handed to ssh (which expands `~`, so they may be relative to home) and to
+ * the docker provider's ssh options, where a space or quote would split or break the option.
+ */
+export const sshSchema = section({
+    privateKeyPath: required(quotablePath()),
+    knownHostsFile: required(quotablePath()),
+});
+
+export type SshConfig = z.output<typeof sshSchema>;

@@ -1,0 +1,97 @@
+/** `serve`: the `vllm serve` settings and how the serve container runs; the one serve shape every part uses. */
+import { z } from "zod";
+import {
+    bool,
+    fraction,
+    int,
+    ipv4,
+    isObject,
+    item,
+    list,
+    optional,
+    pattern,
+    port,
+    positiveInt,
+    section,
+    token,
+    withDefault,
+} from "./fields";
+import { evenIfInvalid, problem, validFields } from "./rules";
+
+/**
+ * vllm serve flags the program sets itself; repeating one in serve.extraArgs would silently override (or
+ * contradict) the managed value, so validation rejects it.
+ */
+export const MANAGED_SERVE_FLAGS: readonly string[] = [
+    "--model",
+    "--served-model-name",
+    "--host",
+    "--port",
+    "--api-key",
+    "--tensor-parallel-size",
+    "-tp",
+    "--pipeline-parallel-size",
+    "-pp",
+    "--distributed-executor-backend",
+    "--gpu-memory-utilization",
+    "--max-model-len",
+    "--reasoning-parser",
+    "--tool-call-parser",
+    "--enable-auto-tool-choice",
+    "--trust-remote-code",
+    "--load-format",
+    // native backend (vLLM's multi-node without Ray)
+    "--nnodes",
+    "--node-rank",
+    "--master-addr",
+    "--master-port",
+    "--headless",
+];
+
+const SHM_RE = /^[1-9]\d*[bkmg]?$/i;
+
+/** The flag an extraArgs element sets, if it is a flag (`--x=1` and `--x` both give `--x`). */
+function flagOf(arg: string): string | undefined {
+    return arg.startsWith("-") ? arg.split("=", 1)[0] : undefined;
+}
+
+const isManaged = (arg: string) => MANAGED_SERVE_FLAGS.includes(flagOf(arg) ?? "");
+
+/** The message names the flag, never the element: it may carry a secret (an API key passed by mistake). */
+const extraArg = item().refine((arg) => !isManaged(arg), {
+    error: (iss) => `${flagOf(String(iss.input))} is managed by the program; set it through its own key (value not shown)`,
+});
+
+export const serveFields = {
+    port: port(8000),
+    /** The address the API binds to on the head (0.0.0.0: every interface). */
+    host: withDefault(ipv4(), "0.0.0.0"),
+    /** TP x PP must equal the cluster's GPUs: vLLM places exactly one worker per GPU. */
+    tensorParallelSize: positiveInt(),
+    pipelineParallelSize: positiveInt().default(1),
+    gpuMemoryUtilization: fraction(0.9),
+    maxModelLen: positiveInt().optional(),
+    reasoningParser: optional(token("parser name")),
+    toolCallParser: optional(token("parser name")),
+    enableAutoToolChoice: bool(false),
+    trustRemoteCode: bool(false),
+    loadFormat: optional(token("load format")),
+    /** Further `vllm serve` arguments, for what has no key here; flags the program manages are rejected. */
+    extraArgs: list(extraArg),
+    /** Container /dev/shm size, docker syntax (e.g. 64g); unset keeps the engine default. */
+    shmSize: optional(pattern(SHM_RE, "size (e.g. 64g)")),
+    /** Loading a large model from disk can take many minutes before the API answers. */
+    readyTimeoutSeconds: positiveInt().default(1800),
+    /** Restarts of a crashing server before the container stays down (bounded, so a crash loop shows). */
+    maxRestarts: int({ min: 0, max: 100 }).default(3),
+};
+
+export const serveSchema = section(serveFields).superRefine((serve: unknown, ctx) => {
+    // vLLM refuses --enable-auto-tool-choice without a parser; a parser that is set but malformed is its own problem.
+    const { enableAutoToolChoice } = validFields(serveFields, serve);
+    if (enableAutoToolChoice && isObject(serve) && serve.toolCallParser === undefined) {
+        problem(ctx, ["enableAutoToolChoice"], "requires serve.toolCallParser");
+    }
+}, evenIfInvalid);
+
+export type ServeConfig = z.output<typeof serveSchema>;
