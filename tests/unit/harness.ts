@@ -1,6 +1,11 @@
 /**
- * Runs the program against Pulumi mocks and records every registered resource with what the engine would see:
- * type, name, parent, provider, dependencies (also per property) and resolved inputs.
+ * Runs the program against Pulumi's mocks and records every resource as the engine would get it: type, name,
+ * resolved inputs, the mock's ID and outputs, and its options (parent, provider, dependsOn, deleteBeforeReplace,
+ * replaceOnChanges, additionalSecretOutputs). Public SDK APIs only: `setMocks` for registrations, a stack
+ * transformation for options; dynamic providers are serialized for real (it works in jest's node environment).
+ * Dependencies are data: the mocks hand out distinct values per resource, so a test states a wire by value (the
+ * worker's label is the head container's ID), and a run with one resource's outputs changed (or unknown, in a
+ * preview) shows which inputs are made from them.
  */
 import * as pulumi from "@pulumi/pulumi";
 import { createHash } from "crypto";
@@ -9,16 +14,6 @@ import * as path from "path";
 import { ClusterConfig, validateConfig } from "../../infra/config";
 import { ClusterOutputs, buildCluster } from "../../infra/program";
 
-// Dynamic providers are serialized by inspecting the live function through the V8 inspector, which is not
-// available inside jest's VM sandbox. The provider's behaviour is tested on its own (imageProvider.test.ts) and
-// its serialization by the real CLI (e2e); here only its registration matters.
-jest.mock("@pulumi/pulumi/runtime/closure/serializeClosure", () => ({
-    serializeFunction: async () => ({
-        text: "exports.handler = undefined; // serialized provider (mocked)",
-        containsSecrets: false,
-    }),
-}));
-
 // js-yaml ships with the toolchain (a dependency of the test tooling); typed locally to keep it a dev concern.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const yaml = require("js-yaml") as { load(s: string): unknown };
@@ -26,29 +21,41 @@ const yaml = require("js-yaml") as { load(s: string): unknown };
 export const PROJECT = "vllm-cluster";
 export const MOCK_API_KEY = "MOCKAPIKEY0123456789abcdefghijklmnopqrstuvwxyzXYZ";
 
-export interface Rec {
+/** Options of a resource as given to its constructor; resources by logical name ("" for none). */
+export interface Options {
+    parent: string;
+    dependsOn: string[];
+    deleteBeforeReplace: boolean;
+    replaceOnChanges: string[];
+    additionalSecretOutputs: string[];
+}
+
+export interface Rec extends Options {
     type: string;
     name: string;
     custom: boolean;
+    /** Resolved inputs as the engine gets them (secrets sentinel-wrapped), without the SDK's `__` keys. */
     inputs: Record<string, unknown>;
-    parent: string; // parent's logical name, "" at top level
-    provider: string; // provider's logical name, "" for default/none
-    dependencies: string[]; // logical names
-    propertyDependencies: Record<string, string[]>;
-    deleteBeforeReplace: boolean;
-    additionalSecretOutputs: string[];
+    /** The provider reference the engine gets, by the provider's logical name ("" for the default provider). */
+    provider: string;
+    /** The mock's ID and outputs ("" and {} while unknown). */
+    id: string;
+    outputs: Record<string, unknown>;
+    /** A dynamic resource's provider as serialized for the engine (module text exporting `handler`). */
+    serializedProvider?: string;
 }
 
 export interface Run {
     resources: Rec[];
     byName: Map<string, Rec>;
     outputs: ClusterOutputs;
-    resolved: {
-        endpoint: string;
-        apiKey: string;
-        clusterFingerprint: string;
-        apiKeyIsSecret: boolean;
-    };
+    resolved: { endpoint: string; apiKey: string; clusterFingerprint: string; apiKeyIsSecret: boolean };
+}
+
+/** One resource's mock outputs differ: "changed" as if it had been replaced, "unknown" as in a preview creating it. */
+export interface Variant {
+    name: string;
+    outputs: "changed" | "unknown";
 }
 
 const STACK_DIR = path.join(__dirname, "..", "..", "stacks");
@@ -58,209 +65,175 @@ export function loadStackRaw(stack: string): Record<string, unknown> {
     const doc = yaml.load(fs.readFileSync(path.join(STACK_DIR, `Pulumi.${stack}.yaml`), "utf8")) as {
         config: Record<string, unknown>;
     };
-    const raw: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(doc.config)) {
-        raw[k.replace(/^vllm-cluster:/, "")] = v;
-    }
-    return raw;
+    return Object.fromEntries(Object.entries(doc.config).map(([k, v]) => [k.replace(/^vllm-cluster:/, ""), v]));
 }
 
 export function loadStack(stack: string): ClusterConfig {
     return validateConfig(loadStackRaw(stack));
 }
 
-export function hash(v: unknown): string {
+function hash(v: unknown): string {
     return createHash("sha256").update(JSON.stringify(v)).digest("hex").slice(0, 12);
 }
 
-function nameOfUrn(urn: string): string {
-    if (!urn) {
-        return "";
-    }
-    // urn:pulumi:<stack>::<project>::<type chain>::<name>[::<id> for provider references]
-    const parts = urn.split("::");
-    return parts[3] ?? "";
+/** `urn:pulumi:<stack>::<project>::<type chain>::<name>`, for a provider reference followed by `::<id>`. */
+function nameOfUrn(urn: string | undefined): string {
+    return urn?.split("::")[3] ?? "";
 }
 
-function stripInternal(inputs: Record<string, unknown>): Record<string, unknown> {
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(inputs ?? {})) {
-        if (!k.startsWith("__")) {
-            out[k] = v;
-        }
-    }
-    return out;
+function withoutInternal(inputs: Record<string, unknown>): Record<string, unknown> {
+    return Object.fromEntries(Object.entries(inputs ?? {}).filter(([k]) => !k.startsWith("__")));
 }
 
 /**
- * Mock outputs. IDs of containers hash their inputs, so a changed container gets a new ID the way a replaced
- * one does, and everything fed by that ID (readiness triggers) changes too, as in a real deployment.
+ * The mock's ID and outputs. Every value a resource hands on is its own and follows its inputs: container and
+ * image IDs hash their inputs, each host's preflight reports its own architecture, the gate's fingerprint hashes
+ * its script and triggers. So a downstream value names its source, and a replaced upstream (a new ID) changes what
+ * it feeds. `salt` gives a resource outputs other than these.
  */
-function mockState(args: pulumi.runtime.MockResourceArgs): { id: string; state: Record<string, unknown> } {
-    const inputs = stripInternal(args.inputs);
+function mockState(args: pulumi.runtime.MockResourceArgs, salt: string): { id: string; state: Record<string, unknown> } {
+    const inputs = withoutInternal(args.inputs);
+    const h = (v: unknown) => hash([v, salt]);
     switch (args.type) {
         case "docker:index/container:Container":
-            return { id: `ctr-${hash(inputs)}`, state: { ...inputs } };
+            return { id: `ctr-${h(inputs)}`, state: inputs };
         case "pulumi-nodejs:dynamic:Resource":
-            if (inputs.waitScript !== undefined) {
+            if ("waitScript" in inputs) {
                 // HostCheck: the gate's fingerprint follows its wait script and triggers, as a re-formed cluster would
-                const result = args.name.endsWith("-probe")
-                    ? JSON.stringify({ fingerprint: hash([inputs.waitScript, inputs.triggers]), nodes: {}, gpus: 0 })
-                    : JSON.stringify({ ready: true });
-                return { id: args.name, state: { ...inputs, result, healthy: true } };
+                const report = { fingerprint: h([inputs.waitScript, inputs.triggers]), nodes: {}, gpus: 0 };
+                const result = JSON.stringify(args.name.endsWith("-probe") ? report : { ready: true });
+                return { id: `${args.name}-${h(inputs)}`, state: { ...inputs, result, healthy: true } };
             }
-            return {
-                id: `${inputs.node}/${inputs.ref}`,
-                state: { ...inputs, imageId: `sha256:${hash(inputs.ref)}` },
-            };
+            return { id: `${inputs.node}/${inputs.ref}`, state: { ...inputs, imageId: `sha256:${h(inputs)}` } };
         case "random:index/randomPassword:RandomPassword":
-            return { id: args.name, state: { ...inputs, result: MOCK_API_KEY } };
+            return { id: args.name, state: { ...inputs, result: `${MOCK_API_KEY}${salt}` } };
         case "command:local:Command": {
             let stdout = "";
             if (args.name.endsWith("-preflight")) {
-                stdout = JSON.stringify({
-                    node: args.name.replace(/-preflight$/, ""),
-                    arch: "aarch64",
-                    dockerVersion: "28.0.0",
-                    gpusSeen: 1,
-                });
-            } else if (args.name.endsWith("-probe")) {
-                stdout = JSON.stringify({ fingerprint: hash([inputs.create, inputs.triggers]), nodes: {}, gpus: 0 });
-            } else if (args.name.endsWith("-readiness")) {
-                stdout = JSON.stringify({ ready: true });
+                const node = args.name.replace(/-preflight$/, "");
+                stdout = JSON.stringify({ node, arch: `aarch64-${h(node)}`, dockerVersion: "28.0.0", gpusSeen: 1 });
             }
-            return { id: args.name, state: { ...inputs, stdout, stderr: "" } };
+            return { id: `${args.name}-${h(inputs)}`, state: { ...inputs, stdout, stderr: "" } };
         }
         default:
-            return { id: `${args.name}-id`, state: { ...inputs } };
+            return { id: `${args.name}-id${salt}`, state: inputs };
     }
 }
 
-function resolve<T>(o: pulumi.Output<T>): Promise<T> {
-    return new Promise((r) => o.apply((v) => r(v)));
+/** An input's value: a promise awaited, an output resolved. */
+function value<T>(o: pulumi.Input<T>): Promise<T> {
+    return pulumi.Output.isInstance(o) ? new Promise((r) => o.apply((v) => r(v))) : Promise.resolve(o);
 }
 
-async function isSecret<T>(o: pulumi.Output<T>): Promise<boolean> {
-    return (o as unknown as { isSecret: Promise<boolean> }).isSecret;
+async function nameOf(r: pulumi.Input<pulumi.Resource> | undefined): Promise<string> {
+    return r === undefined ? "" : nameOfUrn(await value((await value(r)).urn));
 }
 
-async function settle(count: () => number): Promise<void> {
-    let last = -1;
-    let stable = 0;
-    for (let i = 0; i < 200 && stable < 3; i++) {
-        await new Promise((r) => setTimeout(r, 10));
-        const c = count();
-        stable = c === last ? stable + 1 : 0;
-        last = c;
-    }
+/** The options a stack transformation sees, resources resolved to their logical names through their URNs. */
+async function options(opts: pulumi.CustomResourceOptions): Promise<Options> {
+    const deps = await value(opts.dependsOn);
+    return {
+        parent: await nameOf(opts.parent),
+        dependsOn: (await Promise.all((Array.isArray(deps) ? deps : deps ? [deps] : []).map(nameOf))).sort(),
+        deleteBeforeReplace: opts.deleteBeforeReplace ?? false,
+        replaceOnChanges: opts.replaceOnChanges ?? [],
+        additionalSecretOutputs: opts.additionalSecretOutputs ?? [],
+    };
 }
 
-interface Meta {
-    parent: string;
-    provider: string;
-    dependencies: string[];
-    propertyDependencies: Record<string, string[]>;
-    deleteBeforeReplace: boolean;
-    additionalSecretOutputs: string[];
+/** Records every registration through `setMocks`, `variant` changing one resource's outputs. */
+async function setRecordingMocks(stack: string, records: Map<string, Omit<Rec, keyof Options>>, variant?: Variant) {
+    const newResource = (args: pulumi.runtime.MockResourceArgs): pulumi.runtime.MockResourceResult => {
+        const changed = args.name === variant?.name;
+        const mock = changed && variant?.outputs === "unknown" ? { id: "", state: {} } : mockState(args, changed ? "~" : "");
+        const provider = args.inputs.__provider;
+        records.set(`${args.type}::${args.name}`, {
+            type: args.type,
+            name: args.name,
+            custom: args.custom ?? false,
+            inputs: withoutInternal(args.inputs),
+            provider: nameOfUrn(args.provider),
+            id: mock.id,
+            outputs: mock.state,
+            serializedProvider: typeof provider === "string" ? provider : undefined,
+        });
+        return { id: mock.id || undefined, state: mock.state };
+    };
+    await pulumi.runtime.setMocks({ newResource, call: (args) => args.inputs }, PROJECT, stack, variant?.outputs === "unknown");
 }
 
-interface RegisterRequest {
-    getType(): string;
-    getName(): string;
-    getParent(): string;
-    getProvider(): string;
-    getDependenciesList(): string[];
-    getPropertydependenciesMap(): { forEach(cb: (v: { getUrnsList(): string[] }, k: string) => void): void };
-    getDeletebeforereplace(): boolean;
-    getAdditionalsecretoutputsList(): string[];
-}
-
-/** Sets fresh mocks, wraps the mock monitor to capture graph metadata, and records the whole program. */
-export async function runMocked(build: () => ClusterOutputs, stack: string): Promise<Run> {
+/**
+ * Runs `build` as a stack's program, a stack transformation collecting each resource's options, until every
+ * registration is done.
+ */
+export async function runMocked(build: () => ClusterOutputs, stack: string, variant?: Variant): Promise<Run> {
+    const records = new Map<string, Omit<Rec, keyof Options>>();
+    await setRecordingMocks(stack, records, variant);
+    const opts = new Map<string, Promise<Options>>();
+    let outputs: ClusterOutputs | undefined;
+    const exported = await pulumi.runtime.runInPulumiStack(async () => {
+        // Not registerResourceTransform: it needs the engine's callback server, and setMocks turns transforms off.
+        // A stack transformation needs the stack resource, hence runInPulumiStack.
+        pulumi.runtime.registerStackTransformation((args) => {
+            opts.set(`${args.type}::${args.name}`, options(args.opts));
+            return undefined;
+        });
+        outputs = build();
+        return outputs;
+    });
+    // Drains the RPC queue: every registration (and registerOutputs) has reached these mocks before the next run's.
+    await pulumi.runtime.disconnect();
     const resources: Rec[] = [];
-    const meta = new Map<string, Meta>();
-    await pulumi.runtime.setMocks(
-        {
-            newResource(args) {
-                const m = meta.get(`${args.type}::${args.name}`);
-                const { id, state } = mockState(args);
-                resources.push({
-                    type: args.type,
-                    name: args.name,
-                    custom: args.custom ?? false,
-                    inputs: stripInternal(args.inputs),
-                    parent: m?.parent ?? "",
-                    provider: m?.provider ?? "",
-                    dependencies: m?.dependencies ?? [],
-                    propertyDependencies: m?.propertyDependencies ?? {},
-                    deleteBeforeReplace: m?.deleteBeforeReplace ?? false,
-                    additionalSecretOutputs: m?.additionalSecretOutputs ?? [],
-                });
-                return { id, state };
-            },
-            call(args) {
-                return args.inputs;
-            },
-        },
-        PROJECT,
-        stack,
-        false,
-    );
-    const monitor = pulumi.runtime.getMonitor() as unknown as {
-        registerResource(req: RegisterRequest, cb: unknown): unknown;
-    };
-    const original = monitor.registerResource.bind(monitor);
-    monitor.registerResource = (req: RegisterRequest, cb: unknown) => {
-        const propertyDependencies: Record<string, string[]> = {};
-        req.getPropertydependenciesMap().forEach((v, k) => {
-            propertyDependencies[k] = v.getUrnsList().map(nameOfUrn).sort();
-        });
-        meta.set(`${req.getType()}::${req.getName()}`, {
-            parent: nameOfUrn(req.getParent()),
-            provider: nameOfUrn(req.getProvider()),
-            dependencies: req.getDependenciesList().map(nameOfUrn).sort(),
-            propertyDependencies,
-            deleteBeforeReplace: req.getDeletebeforereplace(),
-            additionalSecretOutputs: req.getAdditionalsecretoutputsList(),
-        });
-        return original(req, cb);
-    };
-
-    const outputs = build();
-    const [endpoint, apiKey, clusterFingerprint, apiKeyIsSecret] = await Promise.all([
-        resolve(outputs.endpoint),
-        resolve(outputs.apiKey),
-        resolve(outputs.clusterFingerprint),
-        isSecret(outputs.apiKey),
-    ]);
-    await settle(() => resources.length);
+    for (const [key, rec] of records) {
+        if (rec.type !== pulumi.runtime.rootPulumiStackTypeName) {
+            resources.push({ ...rec, ...(await opts.get(key)!) });
+        }
+    }
     resources.sort((a, b) => a.name.localeCompare(b.name) || a.type.localeCompare(b.type));
+    // The stack's outputs, resolved (undefined in a preview where one is unknown).
+    const { endpoint, apiKey, clusterFingerprint } = (exported ?? {}) as Run["resolved"];
+    const apiKeyIsSecret = await pulumi.isSecret(outputs!.apiKey);
     return {
         resources,
         byName: new Map(resources.map((r) => [r.name, r])),
-        outputs,
+        outputs: outputs!,
         resolved: { endpoint, apiKey, clusterFingerprint, apiKeyIsSecret },
     };
 }
 
-export function runStack(stack: string, cfg: ClusterConfig = loadStack(stack)): Promise<Run> {
-    return runMocked(() => buildCluster(cfg, stack), stack);
+export function runStack(stack: string, cfg: ClusterConfig = loadStack(stack), variant?: Variant): Promise<Run> {
+    return runMocked(() => buildCluster(cfg, stack), stack, variant);
 }
 
-/** Resource name -> stable JSON of its inputs (what decides whether the engine sees a change). */
-export function inputsByName(run: Run): Map<string, string> {
-    return new Map(run.resources.map((r) => [r.name, JSON.stringify(r.inputs)]));
+/** Resource name -> its input keys that hold an unknown (in a preview: made from an output not known yet). */
+export function unknownInputs(run: Run): Record<string, string[]> {
+    const unknown = (r: Rec) => Object.keys(r.inputs).filter((k) => pulumi.containsUnknowns(r.inputs[k]));
+    return Object.fromEntries(run.resources.map((r) => [r.name, unknown(r)]).filter(([, keys]) => keys.length > 0));
 }
 
-export interface ChangeSet {
-    added: string[];
-    removed: string[];
-    changed: string[];
+/** Resource -> input key -> the resources that input is made from. */
+export type PropertyDependencies = Record<string, Record<string, string[]>>;
+
+/**
+ * Per-property dependencies by value: for each custom resource X of `base`, a preview in which X is still to be
+ * created (its ID and outputs unknown) leaves unknown exactly the inputs made from X's outputs.
+ */
+export async function dependenciesByValue(stack: string, cfg: ClusterConfig, base: Run): Promise<PropertyDependencies> {
+    const deps: PropertyDependencies = {};
+    for (const x of base.resources.filter((r) => r.custom && !r.type.startsWith("pulumi:providers:"))) {
+        const unknown = unknownInputs(await runStack(stack, cfg, { name: x.name, outputs: "unknown" }));
+        for (const [name, keys] of Object.entries(unknown)) {
+            keys.forEach((k) => ((deps[name] ??= {})[k] ??= []).push(x.name));
+        }
+    }
+    return deps;
 }
 
-export function diffRuns(base: Run, next: Run): ChangeSet {
-    const a = inputsByName(base);
-    const b = inputsByName(next);
+/** Which resources appear, disappear, or get other inputs (what decides whether the engine sees a change). */
+export function diffRuns(base: Run, next: Run): { added: string[]; removed: string[]; changed: string[] } {
+    const inputs = (run: Run) => new Map(run.resources.map((r) => [r.name, JSON.stringify(r.inputs)]));
+    const a = inputs(base);
+    const b = inputs(next);
     return {
         added: [...b.keys()].filter((k) => !a.has(k)).sort(),
         removed: [...a.keys()].filter((k) => !b.has(k)).sort(),

@@ -1,11 +1,28 @@
+import * as pulumi from "@pulumi/pulumi";
+import * as vm from "vm";
+import { parseReport } from "../../components/clusterReady";
+import { parseFacts } from "../../components/sparkNode";
 import { ClusterConfig, validateConfig } from "../../infra/config";
 import { apiKeyHash } from "../../infra/builders/key";
-import { SERVE_ENTRYPOINT } from "../../infra/builders/vllm";
-import { MOCK_API_KEY, Rec, Run, deepClone, diffRuns, loadStackRaw, runStack } from "./harness";
+import { SERVE_ENTRYPOINT, joinFingerprint } from "../../infra/builders/vllm";
+import { hostCheckProvider } from "../../infra/providers/hostCheck";
+import { imagePresenceProvider } from "../../infra/providers/imagePresence";
+import {
+    MOCK_API_KEY,
+    PropertyDependencies,
+    Rec,
+    Run,
+    deepClone,
+    dependenciesByValue,
+    diffRuns,
+    loadStackRaw,
+    runStack,
+    unknownInputs,
+} from "./harness";
 
-// Pulumi's wire sentinel for secret values (sdk/nodejs/runtime/rpc.ts specialSigKey / specialSecretSig).
-const SECRET_SIG = "4dabf18193072939515e22adb298388d";
-const SECRET_SIG_VALUE = "1b47061264138c4ac30d75fd1eb44270";
+// Pulumi's wire sentinel for secret values, as the mocks get them.
+const SECRET_SIG = pulumi.runtime.specialSigKey;
+const SECRET_SIG_VALUE = pulumi.runtime.specialSecretSig;
 
 const T = {
     node: "vllm-cluster:index:SparkNode",
@@ -36,6 +53,19 @@ function envOf(r: Rec): Record<string, string> {
 
 function labelsOf(r: Rec): Record<string, string> {
     return Object.fromEntries((r.inputs.labels as { label: string; value: string }[]).map((l) => [l.label, l.value]));
+}
+
+/** The mock image ID on a host (each host's is its own, so a container's image names the host it came from). */
+function imageIdOn(run: Run, node: string): string {
+    return get(run, `image-${node}`).outputs.imageId as string;
+}
+
+/** The secret API key as the engine gets it: sentinel-wrapped. */
+const secretValue = (v: string) => ({ [SECRET_SIG]: SECRET_SIG_VALUE, value: v });
+
+/** What a changed output of `upstream` (a replaced resource's new ID, a new image ID, a new key) changes downstream. */
+async function changedBy(stack: string, cfg: ClusterConfig, base: Run, upstream: string): Promise<string[]> {
+    return diffRuns(base, await runStack(stack, cfg, { name: upstream, outputs: "changed" })).changed;
 }
 
 /** The expected graph: [name, type, parent, provider] for every resource of a stack. */
@@ -116,6 +146,8 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
             });
             expect((r.inputs.entrypoints as string[]).length).toBeGreaterThan(0);
             expect(r.deleteBeforeReplace).toBe(true);
+            // a container found stopped by refresh is replaced (new ID) rather than started again in place
+            expect(r.replaceOnChanges).toEqual(["mustRun"]);
             const labels = labelsOf(r);
             expect(labels["vllm-cluster.managed"]).toBe("true");
             expect(labels["vllm-cluster.stack"]).toBe(stack);
@@ -132,37 +164,47 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
         }
     });
 
-    test("dependencies are data: image ID into containers, head address into workers, fingerprint into serve", () => {
+    test("dependencies are data: each wire carries its source's mock output", () => {
         const run = runs[stack];
         const cfg = configs[stack];
+        expect(new Set(cfg.nodes.map((n) => imageIdOn(run, n.name))).size).toBe(cfg.nodes.length);
         const head = get(run, "ray-head-container");
-        expect(head.propertyDependencies.image).toEqual([`image-${cfg.head.name}`]);
+        expect(head.inputs.image).toBe(imageIdOn(run, cfg.head.name));
         expect(head.inputs.image).toMatch(/^sha256:/);
         for (const w of cfg.workers) {
             const c = get(run, `ray-worker-${w.name}-container`);
-            expect(c.propertyDependencies.image).toEqual([`image-${w.name}`]);
-            expect(c.propertyDependencies.command).toEqual(["ray-head-container"]);
-            expect(c.propertyDependencies.labels).toEqual(["ray-head-container"]);
+            expect(c.inputs.image).toBe(imageIdOn(run, w.name));
+            expect(labelsOf(c)["vllm-cluster.head-container-id"]).toBe(head.id);
             expect(c.inputs.command).toContain(`--address=${cfg.head.fabricIp}:${cfg.ray.gcsPort}`);
             // every other host's copy expects the source host's image ID
-            expect(get(run, `image-${w.name}`).propertyDependencies.expectedId).toEqual([`image-${cfg.image.sourceNode}`]);
+            expect(get(run, `image-${w.name}`).inputs.expectedId).toBe(imageIdOn(run, cfg.image.sourceNode!));
         }
         for (const n of cfg.nodes) {
-            expect(get(run, `image-${n.name}`).propertyDependencies.hostArch).toEqual([`${n.name}-preflight`]);
+            const facts = parseFacts(n.name, get(run, `${n.name}-preflight`).outputs.stdout as string);
+            expect(get(run, `image-${n.name}`).inputs.hostArch).toBe(facts.arch);
         }
         const probe = get(run, "cluster-ready-probe");
-        expect(probe.propertyDependencies.triggers).toEqual(
-            ["ray-head-container", ...cfg.workers.map((w) => `ray-worker-${w.name}-container`)].sort(),
-        );
+        expect(probe.inputs.triggers).toEqual([head.id, ...cfg.workers.map((w) => get(run, `ray-worker-${w.name}-container`).id)]);
         const serve = get(run, "serve-container");
         // the key reaches the server as data: its hash in a label, so a new key replaces the server
-        expect(serve.propertyDependencies.labels).toEqual(["api-key", "cluster-ready-probe"]);
-        expect(serve.propertyDependencies.image).toEqual([`image-${cfg.head.name}`]);
-        expect(serve.dependencies).toContain("serve-api-key-file");
-        expect(labelsOf(serve)["vllm-cluster.cluster-fingerprint"]).toBe(run.resolved.clusterFingerprint);
-        expect(labelsOf(serve)["vllm-cluster.api-key-sha256"]).toBe(apiKeyHash(run.resolved.apiKey));
-        expect(get(run, "serve-readiness").propertyDependencies.triggers).toEqual(["serve-container"]);
-        expect(get(run, "serve-api-key-file").propertyDependencies.stdin).toEqual(["api-key"]);
+        expect(serve.inputs.image).toBe(imageIdOn(run, cfg.head.name));
+        expect(serve.dependsOn).toContain("serve-api-key-file");
+        const fingerprint = parseReport(probe.outputs.result as string).fingerprint;
+        expect(labelsOf(serve)["vllm-cluster.cluster-fingerprint"]).toBe(fingerprint);
+        expect(run.resolved.clusterFingerprint).toBe(fingerprint);
+        expect(labelsOf(serve)["vllm-cluster.api-key-sha256"]).toBe(apiKeyHash(MOCK_API_KEY));
+        expect(get(run, "serve-readiness").inputs.triggers).toEqual([serve.id]);
+        expect(get(run, "serve-api-key-file").inputs.stdin).toEqual(secretValue(MOCK_API_KEY));
+    });
+
+    test("dependencies are data: while the head container is being created (a preview), what is made from it is unknown", async () => {
+        const cfg = configs[stack];
+        const preview = await runStack(stack, cfg, { name: "ray-head-container", outputs: "unknown" });
+        expect(unknownInputs(preview)).toEqual({
+            ...Object.fromEntries(cfg.workers.map((w) => [`ray-worker-${w.name}-container`, ["command", "labels"]])),
+            "cluster-ready-probe": ["checkScript", "triggers", "waitScript"],
+            "serve-container": ["envs"],
+        });
     });
 
     test("serve labels carry the parallelism and the key file path", () => {
@@ -346,7 +388,7 @@ describe("local stack targets the simulated hosts", () => {
         expect(get(r, "image-spark-2").inputs.ensureScript).toContain("'docker save vllm-cluster-testbed:latest'");
         expect(get(r, "spark-1-docker").inputs.host).toBe("ssh://root@10.231.0.11:22");
         expect(get(r, "serve-container").inputs.command).toEqual(
-            expect.arrayContaining(["--served-model-name", "tiny-standin", "--port", "8000"]),
+            expect.arrayContaining(["--served-model-name", "tiny-qwen2", "--port", "8000"]),
         );
     });
 });
@@ -425,6 +467,77 @@ describe("restart scope: exactly these resources see changed inputs", () => {
     });
 });
 
+describe("spark stack: dependencies are data", () => {
+    test("each input waits on exactly the resources it is made from (a preview creating one leaves those unknown)", async () => {
+        const cfg = configs.spark;
+        const deps = await dependenciesByValue("spark", cfg, runs.spark);
+        expect(deps["ray-head-container"].image).toEqual([`image-${cfg.head.name}`]);
+        for (const w of cfg.workers) {
+            const c = deps[`ray-worker-${w.name}-container`];
+            expect(c.image).toEqual([`image-${w.name}`]);
+            expect(c.command).toEqual(["ray-head-container"]);
+            expect(c.labels).toEqual(["ray-head-container"]);
+            expect(deps[`image-${w.name}`].expectedId).toEqual([`image-${cfg.image.sourceNode}`]);
+        }
+        for (const n of cfg.nodes) {
+            expect(deps[`image-${n.name}`].hostArch).toEqual([`${n.name}-preflight`]);
+        }
+        expect(deps["cluster-ready-probe"].triggers).toEqual(
+            ["ray-head-container", ...cfg.workers.map((w) => `ray-worker-${w.name}-container`)].sort(),
+        );
+        expect(deps["serve-container"].labels).toEqual(["api-key", "cluster-ready-probe"]);
+        expect(deps["serve-container"].image).toEqual([`image-${cfg.head.name}`]);
+        expect(deps["serve-readiness"].triggers).toEqual(["serve-container"]);
+        expect(deps["serve-api-key-file"].stdin).toEqual(["api-key"]);
+    }, 60000);
+});
+
+describe("spark stack: a changed upstream output changes the inputs of exactly what it feeds (the engine replaces those)", () => {
+    test.each([
+        [
+            "image-spark-1",
+            [
+                "cluster-ready-probe",
+                "image-spark-2",
+                "ray-head-container",
+                "ray-worker-spark-2-container",
+                "serve-container",
+                "serve-readiness",
+            ],
+        ],
+        ["image-spark-2", ["cluster-ready-probe", "ray-worker-spark-2-container", "serve-container", "serve-readiness"]],
+        [
+            "spark-2-preflight",
+            ["cluster-ready-probe", "image-spark-2", "ray-worker-spark-2-container", "serve-container", "serve-readiness"],
+        ],
+        ["ray-head-container", ["cluster-ready-probe", "ray-worker-spark-2-container", "serve-container", "serve-readiness"]],
+        ["ray-worker-spark-2-container", ["cluster-ready-probe", "serve-container", "serve-readiness"]],
+        ["cluster-ready-probe", ["serve-container", "serve-readiness"]],
+        ["api-key", ["serve-api-key-file", "serve-container", "serve-readiness"]],
+        ["serve-container", ["serve-readiness"]],
+    ])("%s", async (upstream, changed) => {
+        expect(await changedBy("spark", configs.spark, runs.spark, upstream)).toEqual(changed);
+    });
+});
+
+describe("dynamic providers reach the engine serialized (real closure serialization, nothing mocked)", () => {
+    test("each loads as a module whose provider diffs as the source does", async () => {
+        const dynamic = runs.local.resources.filter((r) => r.type === T.dynamic);
+        expect(dynamic).toHaveLength(configs.local.nodes.length + 2);
+        for (const r of dynamic) {
+            const mod = { exports: {} as { handler?: () => pulumi.dynamic.ResourceProvider } };
+            vm.runInNewContext(r.serializedProvider ?? "", { exports: mod.exports, require });
+            const loaded = mod.exports.handler!();
+            const source = "waitScript" in r.inputs ? hostCheckProvider : imagePresenceProvider;
+            expect(Object.keys(loaded).sort()).toEqual(Object.keys(source).sort());
+            const news = { ...r.inputs, ref: "other:tag", triggers: ["other"] };
+            const diff = await loaded.diff!(r.id, r.outputs, news);
+            expect(diff.changes).toBe(true);
+            expect(diff).toEqual(await source.diff!(r.id, r.outputs, news));
+        }
+    });
+});
+
 describe("local-native stack (backend native): vLLM's own multi-node, no Ray", () => {
     const NATIVE_T = "vllm-cluster:index:ServeEndpoint";
     let cfg: ClusterConfig;
@@ -475,13 +588,33 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
     test("dependencies are data: rank 1 takes rank 0's container ID, readiness takes every rank's", () => {
         const r0 = get(run, "serve-rank-0-container");
         const r1 = get(run, "serve-rank-1-container");
-        expect(r0.propertyDependencies.image).toEqual(["image-spark-1"]);
-        expect(r0.dependencies).toContain("serve-api-key-file");
-        expect(r1.propertyDependencies.image).toEqual(["image-spark-2"]);
-        expect(r1.propertyDependencies.labels).toEqual(["serve-rank-0-container"]);
-        expect(labelsOf(r1)["vllm-cluster.rank0-container-id"]).toMatch(/^ctr-/);
-        expect(get(run, "serve-readiness").propertyDependencies.triggers).toEqual(["serve-rank-0-container", "serve-rank-1-container"]);
-        expect(get(run, "serve-api-key-file").propertyDependencies.stdin).toEqual(["api-key"]);
+        expect(r0.inputs.image).toBe(imageIdOn(run, "spark-1"));
+        expect(r0.dependsOn).toContain("serve-api-key-file");
+        expect(r1.inputs.image).toBe(imageIdOn(run, "spark-2"));
+        expect(r0.inputs.image).not.toBe(r1.inputs.image);
+        expect(labelsOf(r1)["vllm-cluster.rank0-container-id"]).toBe(r0.id);
+        expect(labelsOf(r0)["vllm-cluster.api-key-sha256"]).toBe(apiKeyHash(MOCK_API_KEY));
+        expect(get(run, "serve-readiness").inputs.triggers).toEqual([r0.id, r1.id]);
+        expect(run.resolved.clusterFingerprint).toBe(joinFingerprint([r0.id, r1.id]));
+        expect(get(run, "serve-api-key-file").inputs.stdin).toEqual(secretValue(MOCK_API_KEY));
+    });
+
+    test("dependencies are data: each input waits on exactly the resources it is made from", async () => {
+        const deps: PropertyDependencies = await dependenciesByValue("local-native", cfg, run);
+        expect(deps["serve-rank-0-container"].image).toEqual(["image-spark-1"]);
+        expect(deps["serve-rank-1-container"].image).toEqual(["image-spark-2"]);
+        expect(deps["serve-rank-1-container"].labels).toEqual(["serve-rank-0-container"]);
+        expect(deps["serve-readiness"].triggers).toEqual(["serve-rank-0-container", "serve-rank-1-container"]);
+        expect(deps["serve-api-key-file"].stdin).toEqual(["api-key"]);
+    }, 60000);
+
+    test.each([
+        ["serve-rank-0-container", ["serve-rank-1-container", "serve-readiness"]],
+        ["serve-rank-1-container", ["serve-readiness"]],
+        ["image-spark-2", ["serve-rank-1-container", "serve-readiness"]],
+        ["api-key", ["serve-api-key-file", "serve-rank-0-container", "serve-rank-1-container", "serve-readiness"]],
+    ])("a changed %s output changes the inputs of exactly %j", async (upstream, changed) => {
+        expect(await changedBy("local-native", cfg, run, upstream)).toEqual(changed);
     });
 
     test("command lines and labels per rank", () => {
