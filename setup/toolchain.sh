@@ -198,7 +198,8 @@ build_langhost() { # dir
 ensure_langhost() {
   [[ -n "$CLI_BIN" ]] || return 0
   if [[ "$CLI_BIN" != "$CACHE_ROOT"/* ]]; then return 0; fi # an installed CLI carries its own
-  local dir="$CACHE_ROOT/language-nodejs-v$LANGHOST_VERSION-$(sums_key "language nodejs")"
+  local dir
+  dir="$CACHE_ROOT/language-nodejs-v$LANGHOST_VERSION-$(sums_key "language nodejs")"
   if [[ ! -x "$dir/bin/pulumi-language-nodejs" ]]; then
     [[ "$MODE" != check ]] || { MISSING+=("pulumi-language-nodejs v$LANGHOST_VERSION"); return 0; }
     archive language nodejs >/dev/null
@@ -279,7 +280,8 @@ ensure_provider() { # name estimate-seconds sources-for-key...
     die "@pulumi/$name in node_modules declares plugin version $npmver, setup/toolchain.lock pins $ver: run npm ci"
   fi
   local plugdir="$PULUMI_HOME_DIR/plugins/resource-$name-v$ver"
-  local dir="$CACHE_ROOT/resource-$name-v$ver-$(sums_key "resource $name" "$@")"
+  local dir
+  dir="$CACHE_ROOT/resource-$name-v$ver-$(sums_key "resource $name" "$@")"
   local bin="$dir/bin/pulumi-resource-$name"
   if [[ -x "$plugdir/pulumi-resource-$name" ]] && { [[ ! -x "$bin" ]] || cmp -s "$bin" "$plugdir/pulumi-resource-$name"; }; then
     SUMMARY+=("pulumi-resource-$name v$ver: installed plugin ($plugdir)")

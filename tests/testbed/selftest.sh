@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Self-test of the simulated Spark hosts: brings up 2 hosts, proves each is a separate machine as far as SSH,
-# Docker and Ray can tell, runs a real Ray cluster across them with the vLLM stand-in on top, reproduces the
-# wrong-IP failure, then tears everything down and proves nothing is left. Needs root; no npm.
+# Self-test of the simulated Spark hosts: brings up 2 hosts from nothing, proves each is a separate machine as far
+# as SSH, Docker and shared memory can tell, runs the test image's real vLLM (CPU build) on the tiny model with the
+# program's key-file entrypoint, shows why readiness needs a real request, then scales to 4 hosts, tears everything
+# down and proves nothing is left. Needs root; no npm. (Ray and TP 2 across the hosts, deployed by Pulumi, are
+# tests/integration.)
 #
-# Usage: tests/testbed/selftest.sh          (VCL_SELFTEST_KEEP=1 leaves the testbed up at the end)
-# Last line: "N passed, M failed".
-set -euo pipefail
+# Usage: tests/testbed/selftest.sh          (VCL_SELFTEST_KEEP=1 leaves 2 hosts up at the end)
+set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly HERE
@@ -13,254 +14,190 @@ readonly TB="$HERE/testbed"
 readonly STATE="${VCL_TESTBED_DIR:-/var/lib/vllm-cluster-testbed}"
 readonly IMAGE="vllm-cluster-testbed:latest"
 readonly KEEP="${VCL_SELFTEST_KEEP:-0}"
-readonly SERVE_PORT=8001
 readonly WORK="$STATE/selftest"
-
-PASSED=0
-FAILED=0
-FAILURES=()
+# shellcheck source=../lib/results.sh
+source "$HERE/../lib/results.sh"
 TIMINGS=()
 T_START=$SECONDS
 
 say() { printf '[selftest %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
-pass() { PASSED=$((PASSED + 1)); printf '  ok   %s\n' "$1"; }
-fail() { FAILED=$((FAILED + 1)); FAILURES+=("$1"); printf '  FAIL %s%s\n' "$1" "${2:+: $2}"; }
-# expect NAME CMD...: one assertion.
-expect() {
-  local name="$1"; shift
-  local out
-  if out="$("$@" 2>&1)"; then pass "$name"; else fail "$name" "$(tail -n 5 <<<"$out")"; fi
-}
-timed() { # timed LABEL CMD...: run CMD, record its duration
-  local label="$1" t0=$SECONDS rc=0; shift
+timed() { # LABEL CMD...: run CMD, record its duration
+  local label="$1" t0=$SECONDS rc=0
+  shift
   "$@" || rc=$?
   TIMINGS+=("$label: $((SECONDS - t0))s")
   return $rc
 }
-
 mgmt_ip() { echo "10.231.0.$((10 + $1))"; }
 fab_ip() { echo "10.232.0.$((10 + $1))"; }
-ssh_base() {
-  echo -i "$STATE/ssh/id_ed25519" -o IdentitiesOnly=yes -o "UserKnownHostsFile=$STATE/ssh/known_hosts" \
-    -o StrictHostKeyChecking=yes -o BatchMode=yes -o ConnectTimeout=10 -o LogLevel=ERROR
+SSH_OPTS=(-i "$STATE/ssh/id_ed25519" -o IdentitiesOnly=yes -o "UserKnownHostsFile=$STATE/ssh/known_hosts"
+  -o StrictHostKeyChecking=yes -o BatchMode=yes -o ConnectTimeout=10 -o LogLevel=ERROR)
+on() { # I CMD...: run CMD on host I over SSH (each argument quoted for the remote shell), bounded
+  local i="$1"
+  shift
+  timeout 300 ssh "${SSH_OPTS[@]}" "root@$(mgmt_ip "$i")" "$(printf '%q ' "$@")"
 }
-# on I CMD...: run CMD on host I over SSH (each argument quoted for the remote shell).
-on() {
-  local i="$1"; shift
-  # shellcheck disable=SC2046 # ssh_base is a plain word list without spaces inside words
-  ssh $(ssh_base) "root@$(mgmt_ip "$i")" "$(printf '%q ' "$@")"
-}
-# poll SECONDS WHAT CMD...: bounded wait; prints what it waited for on timeout.
-poll() {
-  local limit="$1" what="$2" deadline=$((SECONDS + $1)); shift 2
+poll() { # SECONDS WHAT CMD...: bounded wait; says what it waited for on timeout
+  local limit="$1" what="$2" deadline=$((SECONDS + $1))
+  shift 2
   until "$@" >/dev/null 2>&1; do
     if ((SECONDS >= deadline)); then echo "timed out after ${limit}s waiting for $what" >&2; return 1; fi
     sleep 1
   done
 }
-http() { curl -sS -m 10 "$@"; }
+code() { curl -s -o /dev/null -w '%{http_code}' --max-time 60 "$@"; }
+healthy() { [[ $(code "$1/health") == 200 ]]; } # BASE-URL
 
-# mem_report LABEL: memory of each host (all processes in its namespace, and its containers' cgroup)
-mem_report() {
-  local i ns p rss tot cg
+mem_report() { # LABEL: memory of each host (all processes in its network namespace)
+  local i p rss tot
   for i in 1 2; do
-    ns="vcl-h$i" tot=0
-    for p in $(ip netns pids "$ns"); do
+    tot=0
+    for p in $(ip netns pids "vcl-h$i"); do
       rss="$(awk '/^VmRSS/{print $2}' "/proc/$p/status" 2>/dev/null || true)"
       tot=$((tot + ${rss:-0}))
     done
-    cg="$(cat /sys/fs/cgroup/memory/vcl-h$i/memory.usage_in_bytes 2>/dev/null || echo 0)"
-    TIMINGS+=("memory spark-$i $1: RSS sum $((tot / 1024)) MiB over $(ip netns pids "$ns" | wc -l) processes; containers' cgroup $((cg / 1048576)) MiB")
+    TIMINGS+=("memory spark-$i $1: $((tot / 1024)) MiB RSS over $(ip netns pids "vcl-h$i" | wc -l) processes")
   done
 }
 
-summary() {
-  local rc=$?
-  trap - EXIT
+cleanup() {
   if [[ $KEEP != 1 && -d $STATE/hosts ]]; then
-    say "cleanup after an early exit: testbed down"
+    say "cleanup: testbed down"
     "$TB" down >/dev/null 2>&1 || say "cleanup: testbed down failed (run '$TB down' by hand)"
   fi
-  [[ $KEEP == 1 ]] || rm -rf "$WORK"
-  echo
+  rm -rf "$WORK"
   say "timings:"
   printf '  %s\n' "${TIMINGS[@]}" "total: $((SECONDS - T_START))s"
-  ((${#FAILURES[@]} == 0)) || { say "failures:"; printf '  - %s\n' "${FAILURES[@]}"; }
-  ((rc == 0)) || FAILED=$((FAILED + 1))
-  echo "$PASSED passed, $FAILED failed"
-  ((FAILED == 0))
 }
-trap summary EXIT
+trap cleanup EXIT
 
 [[ $(id -u) == 0 ]] || { echo "selftest: must run as root" >&2; exit 1; }
 
-# ---------------------------------------------------------------------------------------------- up
-# A self-test of bringing hosts up from nothing: hosts left by an earlier run (their engines keep images on disk
-# even when their processes are gone) would make "spark-1 only" untrue.
-say "testbed down (start from nothing)"
-"$TB" down >/dev/null 2>&1 || { fail "testbed down before the self-test"; exit 1; }
-say "testbed up 2"
-timed "up 2 (first)" "$TB" up 2 || { fail "testbed up 2"; exit 1; }
+# ---------------------------------------------------------------------------------------------------- up
+# From nothing: hosts left by an earlier run (their engines keep images on disk) would make "spark-1 only" untrue.
+say "testbed down, then up 2 (from nothing)"
+"$TB" down >/dev/null 2>&1 || { fail "testbed down before the self-test"; finish; }
+timed "up 2 (first)" "$TB" up 2 || { fail "testbed up 2"; finish; }
 pass "testbed up 2"
 dockerd_pids() { cat /run/vcl-h*/docker.pid 2>/dev/null | sort | tr '\n' ' '; }
 before="$(dockerd_pids)"
-timed "up 2 (again, idempotent)" "$TB" up 2 >/dev/null 2>&1 && pass "up 2 twice is a no-op" || fail "up 2 twice"
-expect "second up kept the same engines" test "$before" == "$(dockerd_pids)"
-expect "testbed status reports healthy hosts" "$TB" status
-mem_report "idle (dockerd+containerd+sshd)"
-expect "hosts.json describes 2 hosts" python3 - "$STATE/hosts.json" <<'PY'
-import json, sys
-h = json.load(open(sys.argv[1]))["hosts"]
-assert [x["name"] for x in h] == ["spark-1", "spark-2"], h
-for i, x in enumerate(h, 1):
-    assert x["mgmtIp"] == f"10.231.0.{10+i}" and x["fabricIp"] == f"10.232.0.{10+i}", x
-    assert x["fabricInterface"] == "fabric0" and x["sshPort"] == 22, x
-    assert x["dockerSocket"] == f"unix:///run/vcl-h{i}/docker.sock", x
-PY
+check "up 2 again is a no-op that keeps the same engines" \
+  bash -c "'$TB' up 2 >/dev/null 2>&1 && test '$before' = \"\$(cat /run/vcl-h*/docker.pid | sort | tr '\n' ' ')\""
+check "testbed status reports healthy hosts" "$TB" status
+mem_report "idle (dockerd, containerd, sshd)"
 
-# --------------------------------------------------------------------------------------- ssh/docker
-say "SSH with verified host keys, one Docker engine per host"
+# --------------------------------------------------------------------------------------- separate hosts
+say "separate hosts: SSH with verified host keys, one Docker engine, one /dev/shm each"
 for i in 1 2; do
-  expect "spark-$i: ssh with StrictHostKeyChecking=yes, hostname is spark-$i" \
-    test "$(on "$i" hostname)" == "spark-$i"
+  check "spark-$i: ssh with StrictHostKeyChecking=yes, hostname is spark-$i" test "$(on "$i" hostname)" = "spark-$i"
 done
 empty_kh="$(mktemp)"
-# shellcheck disable=SC2046
-expect "an unknown host key is refused" bash -c "! ssh $(ssh_base | sed "s|$STATE/ssh/known_hosts|$empty_kh|") \
-root@$(mgmt_ip 1) true"
+check "an unknown host key is refused" \
+  bash -c "! ssh ${SSH_OPTS[*]/"$STATE/ssh/known_hosts"/$empty_kh} root@$(mgmt_ip 1) true"
 rm -f "$empty_kh"
-expect "spark-1 sshd log counts accepted connections" grep -q "Accepted publickey for root" \
-  "$STATE/hosts/spark-1/sshd.log"
-id1="$(on 1 docker info -f '{{.ID}} {{.DockerRootDir}}' || true)"
-id2="$(on 2 docker info -f '{{.ID}} {{.DockerRootDir}}' || true)"
-expect "spark-1's docker info comes from its own engine" test "${id1#* }" == "$STATE/hosts/spark-1/docker"
-expect "spark-2's docker info comes from its own engine" test "${id2#* }" == "$STATE/hosts/spark-2/docker"
-expect "engine IDs differ" test -n "${id1%% *}" -a "${id1%% *}" != "${id2%% *}"
-# The docker provider's ssh:// transport runs `docker system dial-stdio` remotely; it must reach the host's engine.
-expect "ssh:// transport: dial-stdio reaches spark-2's engine" bash -c "printf 'GET /_ping HTTP/1.0\r\n\r\n' |
-  timeout 20 ssh $(ssh_base) root@$(mgmt_ip 2) docker system dial-stdio | grep -q '^HTTP/1.0 200'"
-expect "a host container sees only that host's addresses" bash -c "
-  out=\$(ssh $(ssh_base) root@$(mgmt_ip 1) docker run --rm --network host $IMAGE ip -4 -o addr show)
-  grep -q 10.232.0.11/24 <<<\"\$out\" && ! grep -q 10.232.0.12 <<<\"\$out\""
+root1="$(on 1 docker info -f '{{.DockerRootDir}}')" root2="$(on 2 docker info -f '{{.DockerRootDir}}')"
+check "each host's docker answers from its own engine" \
+  test "$root1 $root2" = "$STATE/hosts/spark-1/docker $STATE/hosts/spark-2/docker"
+check "ssh:// transport: docker system dial-stdio reaches spark-2's engine" bash -c "printf 'GET /_ping HTTP/1.0\r\n\r\n' |
+  timeout 20 ssh ${SSH_OPTS[*]} root@$(mgmt_ip 2) docker system dial-stdio | grep -q '^HTTP/1.0 200'"
+check "a host-network container sees only its host's addresses" bash -c "
+  out=\$(ssh ${SSH_OPTS[*]} root@$(mgmt_ip 1) docker run --rm --network host $IMAGE ip -4 -o addr show)
+  grep -q $(fab_ip 1)/24 <<<\"\$out\" && ! grep -q $(fab_ip 2) <<<\"\$out\""
+# The engine's mount namespace is the host's: its /dev/shm is what host-IPC containers share.
+host_shm() { nsenter -t "$(cat "/run/vcl-h$1/docker.pid")" -m ls /dev/shm; }
+on 1 docker run --rm --ipc host "$IMAGE" sh -c 'echo spark-1 > /dev/shm/vcl-selftest' >/dev/null
+check "host IPC: a host-IPC container's /dev/shm file is on its host, not on the other" \
+  bash -c "[ \"\$(nsenter -t \$(cat /run/vcl-h1/docker.pid) -m cat /dev/shm/vcl-selftest)\" = spark-1 ] &&
+    ! nsenter -t \$(cat /run/vcl-h2/docker.pid) -m test -e /dev/shm/vcl-selftest && ! test -e /dev/shm/vcl-selftest"
+on 1 docker run --rm --ipc host "$IMAGE" rm -f /dev/shm/vcl-selftest >/dev/null
+check "spark-2's /dev/shm is its own (empty)" test -z "$(host_shm 2)"
 
-# ------------------------------------------------------------------------------------------- image
-say "image on spark-1 only, then moved to spark-2 over ssh"
-expect "spark-1 has $IMAGE" on 1 docker image inspect "$IMAGE"
-expect "spark-2 does not have $IMAGE yet" bash -c "! ssh $(ssh_base) root@$(mgmt_ip 2) docker image inspect $IMAGE"
-t0=$SECONDS
-# shellcheck disable=SC2046
-if ssh $(ssh_base) "root@$(mgmt_ip 1)" docker save "$IMAGE" | ssh $(ssh_base) "root@$(mgmt_ip 2)" docker load >/dev/null
-then pass "ssh spark-1 docker save | ssh spark-2 docker load"; else fail "image copy over ssh"; fi
-TIMINGS+=("image copy spark-1 -> spark-2: $((SECONDS - t0))s")
-img1="$(on 1 docker image inspect -f '{{.Id}}' "$IMAGE" || true)"
-img2="$(on 2 docker image inspect -f '{{.Id}}' "$IMAGE" || true)"
-expect "image IDs equal on both hosts" test -n "$img1" -a "$img1" == "$img2"
-expect "image has no entrypoint" test "$(on 1 docker image inspect -f '{{json .Config.Entrypoint}}' "$IMAGE")" == null
-expect "image carries Ray 2.53.0" bash -c "ssh $(ssh_base) root@$(mgmt_ip 1) docker run --rm $IMAGE ray --version | grep -q 2.53.0"
+# ------------------------------------------------------------------------------------------ image, model
+say "image on spark-1 only; vLLM's CPU build and Ray; the tiny model"
+check "spark-1 has $IMAGE, spark-2 does not (moving it is the program's job)" \
+  bash -c "ssh ${SSH_OPTS[*]} root@$(mgmt_ip 1) docker image inspect $IMAGE >/dev/null &&
+    ! ssh ${SSH_OPTS[*]} root@$(mgmt_ip 2) docker image inspect $IMAGE >/dev/null 2>&1"
+check "the image has no entrypoint (the program always sets its own)" \
+  test "$(on 1 docker image inspect -f '{{json .Config.Entrypoint}}' "$IMAGE")" = null
+check "the image carries vLLM 0.32.0+cpu" bash -c "ssh ${SSH_OPTS[*]} root@$(mgmt_ip 1) docker run --rm $IMAGE vllm --version |
+  grep -qx '0.32.0+cpu'"
+check "the image carries Ray 2.53.0" bash -c "ssh ${SSH_OPTS[*]} root@$(mgmt_ip 1) docker run --rm $IMAGE ray --version | grep -q 2.53.0"
+check "torch in the image imports without CUDA (the CUDA libraries are stubs)" \
+  on 1 docker run --rm "$IMAGE" python3 -c 'import torch; assert not torch.cuda.is_available()'
+check "the tiny model is a Qwen2 with head_dim 32 in safetensors" python3 - "$STATE/models/tiny-qwen2" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+c = json.load(open(os.path.join(d, "config.json")))
+assert c["architectures"] == ["Qwen2ForCausalLM"] and c["head_dim"] == 32 and c["num_hidden_layers"] == 2, c
+assert os.path.getsize(os.path.join(d, "model.safetensors")) > 100_000
+assert "<|im_start|>" in open(os.path.join(d, "chat_template.jinja")).read()
+PY
 
-# --------------------------------------------------------------------------------------------- ray
-say "Ray head on spark-1, worker on spark-2, both on the fabric"
-mkdir -p "$WORK/spark-1/ray" "$WORK/models/tiny-model"
-echo '{"architectures": ["StandinForCausalLM"]}' >"$WORK/models/tiny-model/config.json"
-head -c 24 /dev/urandom | base64 | tr -d '\n/+=' >"$WORK/spark-1/api-key"
-chmod 600 "$WORK/spark-1/api-key"
-API_KEY="$(cat "$WORK/spark-1/api-key")"
-ray_common=(--num-gpus=1 --object-store-memory=100000000 --block)
-t0=$SECONDS
-on 1 docker run -d --name vllm-ray-head --network host --shm-size 256m -v "$WORK/spark-1/ray:/tmp/ray" "$IMAGE" \
-  ray start --head --node-ip-address="$(fab_ip 1)" --port=6379 --dashboard-host=127.0.0.1 "${ray_common[@]}" \
-  >/dev/null && pass "ray head container started" || fail "ray head container"
-on 2 docker run -d --name vllm-ray-worker --network host --shm-size 256m "$IMAGE" \
-  ray start --address="$(fab_ip 1):6379" --node-ip-address="$(fab_ip 2)" "${ray_common[@]}" \
-  >/dev/null && pass "ray worker container started" || fail "ray worker container"
-ray_two_nodes() {
-  local s
-  s="$(on 1 docker exec vllm-ray-head ray status)" || return 1
-  [[ $(sed -n '/^Active:/,/^Pending:/p' <<<"$s" | grep -c ' node_') == 2 ]] && grep -q '/2.0 GPU' <<<"$s"
+# ------------------------------------------------------------------------------------------------ vLLM
+say "real vLLM (CPU build) on spark-1: the program's key-file entrypoint, TP 1, the tiny model"
+mkdir -p "$WORK"
+head -c 36 /dev/urandom | base64 | tr -d '\n/+=' >"$WORK/api-key"
+chmod 600 "$WORK/api-key"
+KEY="$(cat "$WORK/api-key")"
+# The entrypoint the program uses (infra/builders/vllm.ts SERVE_ENTRYPOINT): the key from the mounted file, never
+# argv or env, and no server at all without it.
+ENTRY='f=/run/vllm-cluster/api-key; k=; if [ -f "$f" ] && [ -r "$f" ]; then k="$(cat "$f")"; fi; if [ -z "$k" ]; then echo "vllm-serve: no API key in $f (missing, not a file, unreadable or empty); refusing to serve without one" >&2; exit 78; fi; VLLM_API_KEY="$k" exec "$@"'
+serve() { # NAME PORT MODEL [KEYFILE]: a detached vllm serve container on spark-1
+  local name="$1" port="$2" model="$3" key="${4:-$WORK/api-key}"
+  on 1 docker run -d --name "$name" --network host --ipc host -e VLLM_CPU_KVCACHE_SPACE=1 -e "VLLM_HOST_IP=$(fab_ip 1)" \
+    -v "$STATE/models:/models:ro" --mount "type=bind,source=$key,target=/run/vllm-cluster/api-key,readonly" \
+    --entrypoint /bin/sh "$IMAGE" -c "$ENTRY" vllm-serve \
+    vllm serve "/models/$model" --served-model-name tiny --host 0.0.0.0 --port "$port" --max-model-len 512 \
+    --dtype float32 --enforce-eager >/dev/null
 }
-expect "Ray cluster has 2 nodes and 2 GPUs" poll 180 "Ray to report 2 active nodes with 2 GPUs" ray_two_nodes
-TIMINGS+=("ray cluster of 2 ready: $((SECONDS - t0))s")
-
-# ------------------------------------------------------------------------------------------- serve
-say "vLLM stand-in, TP=2 over Ray, API key from a file (the contract's entrypoint)"
-serve_args=(--network host --ipc host -v "$WORK/spark-1/ray:/tmp/ray"
-  -v "$WORK/models/tiny-model:/models/tiny-model:ro" -v "$WORK/spark-1/api-key:/run/vllm-cluster/api-key:ro")
-serve_cmd=(vllm serve /models/tiny-model --served-model-name tiny --host 0.0.0.0 --port "$SERVE_PORT"
-  --tensor-parallel-size 2 --pipeline-parallel-size 1 --distributed-executor-backend ray
-  --gpu-memory-utilization 0.9 --max-model-len 4096 --reasoning-parser qwen3 --tool-call-parser qwen3_coder
-  --enable-auto-tool-choice --trust-remote-code)
+URL="http://$(mgmt_ip 1):8101"
+chat() { printf '{"model":"tiny","messages":[{"role":"user","content":"%s"}],"max_tokens":8,"temperature":0}' "$1"; }
 t0=$SECONDS
-on 1 docker run -d --name vllm-serve -e "VLLM_HOST_IP=$(fab_ip 1)" "${serve_args[@]}" \
-  --entrypoint /bin/sh "$IMAGE" -c 'VLLM_API_KEY="$(cat /run/vllm-cluster/api-key)" exec "$@"' vllm-serve \
-  "${serve_cmd[@]}" >/dev/null && pass "serve container started" || fail "serve container"
-URL="http://$(mgmt_ip 1):$SERVE_PORT"
-health_ok() { [[ $(http -o /dev/null -w '%{http_code}' "$URL/health") == 200 ]]; }
-if poll 120 "$URL/health to answer 200" health_ok; then pass "/health answers 200"; else
-  fail "/health answers 200" "$(on 1 docker logs --tail 20 vllm-serve 2>&1)"
+serve vcl-selftest-serve 8101 tiny-qwen2
+if poll 300 "$URL/health to answer 200" healthy "$URL"; then
+  TIMINGS+=("vLLM TP 1 start to /health 200: $((SECONDS - t0))s")
+  pass "/health answers 200"
+else
+  fail "/health answers 200" "$(on 1 docker logs --tail 30 vcl-selftest-serve 2>&1)"
 fi
-TIMINGS+=("serve ready: $((SECONDS - t0))s")
-chat='{"model":"tiny","messages":[{"role":"user","content":"which nodes are serving me?"}],"max_tokens":64}'
-resp="$(http -H "Authorization: Bearer $API_KEY" -H 'Content-Type: application/json' -d "$chat" \
-  "$URL/v1/chat/completions" || true)"
-expect "chat completion names both hosts' fabric IPs" python3 -c '
-import json, sys
-r = json.loads(sys.argv[1]); text = r["choices"][0]["message"]["content"]
-assert "10.232.0.11" in text and "10.232.0.12" in text, text
-assert r["usage"]["prompt_tokens"] == 5 and r["usage"]["completion_tokens"] > 0, r["usage"]
-assert {w["hostname"] for w in r["standin"]["workers"]} == {"spark-1", "spark-2"}, r["standin"]
-' "$resp"
-short="$(http -H "Authorization: Bearer $API_KEY" -d '{"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":3}' \
-  "$URL/v1/chat/completions" || true)"
-expect "max_tokens is respected" python3 -c '
-import json, sys
-r = json.loads(sys.argv[1])
-assert r["usage"]["completion_tokens"] == 3 and r["choices"][0]["finish_reason"] == "length", r
-' "$short"
-expect "no API key -> 401" test "$(http -o /dev/null -w '%{http_code}' -d "$chat" "$URL/v1/chat/completions")" == 401
-expect "wrong API key -> 401" test "$(http -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer nope' \
-  "$URL/v1/models")" == 401
-expect "unknown model -> 404" test "$(http -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $API_KEY" \
-  -d '{"model":"other","messages":[{"role":"user","content":"x"}]}' "$URL/v1/chat/completions")" == 404
-expect "/v1/models is owned by the vLLM stand-in" bash -c "curl -sS -m 10 -H 'Authorization: Bearer $API_KEY' \
-  $URL/v1/models | grep -q '\"owned_by\": \"vLLM stand-in\"'"
-metrics="$(http "$URL/metrics" || true)"
-expect "/metrics counts successful requests" grep -q 'vllm:request_success_total{finished_reason="stop",model_name="tiny"} 1' <<<"$metrics"
-expect "/metrics has the stand-in info gauge" grep -q 'vllm_standin_info{.*tp="2",pp="1",max_model_len="4096"' <<<"$metrics"
+check "a chat completion with the key: 200 with generated tokens" bash -c "
+  curl -sS --max-time 120 -H 'Authorization: Bearer $KEY' -H 'Content-Type: application/json' -d '$(chat hello)' \
+    $URL/v1/chat/completions | python3 -c 'import json,sys; r=json.load(sys.stdin); assert r[\"usage\"][\"completion_tokens\"] > 0, r'"
+TIMINGS+=("vLLM TP 1 start to first completion: $((SECONDS - t0))s")
+check "no key: 401" test "$(code -H 'Content-Type: application/json' -d "$(chat hello)" "$URL/v1/chat/completions")" = 401
+check "a wrong key: 401" test "$(code -H 'Authorization: Bearer nope' "$URL/v1/models")" = 401
+check "/metrics is vLLM's own, counting the request" bash -c "curl -sS --max-time 10 $URL/metrics |
+  grep -Eq '^vllm:request_success_total\\{.*model_name=\"tiny\".*\\} [1-9]'"
+mem_report "vLLM TP 1 serving on spark-1"
+on 1 docker rm -f vcl-selftest-serve >/dev/null
 
-mem_report "with Ray (+serve on spark-1)"
+say "fail closed: no key file means no server"
+mkdir -p "$WORK/empty-dir"
+serve vcl-selftest-nokey 8102 tiny-qwen2 "$WORK/empty-dir"
+nokey_exited() { [[ $(on 1 docker inspect -f '{{.State.Status}} {{.State.ExitCode}}' vcl-selftest-nokey) == "exited 78" ]]; }
+check "with a directory where the key file should be, the server exits 78 without starting" \
+  poll 60 "the keyless server to exit with 78" nokey_exited
+check "... and says why" bash -c "ssh ${SSH_OPTS[*]} root@$(mgmt_ip 1) docker logs vcl-selftest-nokey 2>&1 | grep -q 'refusing to serve without one'"
+on 1 docker rm -f vcl-selftest-nokey >/dev/null
 
-# --------------------------------------------------------------------------------------- failures
-say "failure modes: wrong VLLM_HOST_IP, unknown flag, a dead Ray worker"
-wrong="$(on 1 timeout 120 docker run --rm -e "VLLM_HOST_IP=$(mgmt_ip 1)" "${serve_args[@]}" "$IMAGE" \
-  vllm serve /models/tiny-model --port 8002 --tensor-parallel-size 2 --distributed-executor-backend ray 2>&1)" &&
-  fail "wrong VLLM_HOST_IP must fail" || pass "wrong VLLM_HOST_IP (the mgmt IP) exits non-zero"
-expect "the wrong-IP message names both IPs and the fix" bash -c '
-  grep -q "registered with IP 10.232.0.11" <<<"$1" && grep -q "VLLM_HOST_IP is 10.231.0.11" <<<"$1" &&
-  grep -q -- "--node-ip-address" <<<"$1"' _ "$wrong"
-unk="$(on 1 docker run --rm "$IMAGE" vllm serve /tmp --no-such-flag 2>&1)" && fail "unknown flag must fail" ||
-  pass "unknown flag is rejected"
-expect "unknown flag message is vLLM's" grep -q "unrecognized arguments: --no-such-flag" <<<"$unk"
-on 2 docker rm -f vllm-ray-worker >/dev/null
-serve_exited() { [[ $(on 1 docker inspect -f '{{.State.Status}} {{.State.ExitCode}}' vllm-serve) == "exited 1" ]]; }
-expect "a dead Ray worker stops the server with exit code 1" poll 90 "vllm-serve to exit with code 1" serve_exited
-expect "server logs say the engine is dead" bash -c "ssh $(ssh_base) root@$(mgmt_ip 1) docker logs vllm-serve 2>&1 |
-  grep -q 'engine dead'"
+say "readiness needs a real request: a model the CPU kernels cannot run (head_dim 16)"
+serve vcl-selftest-hd16 8103 tiny-qwen2-hd16
+URL16="http://$(mgmt_ip 1):8103"
+check "/health answers 200 for the head_dim 16 model" poll 300 "/health of the head_dim 16 model" healthy "$URL16"
+check "... but its first chat completion fails" bash -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' --max-time 120 \
+  -H 'Authorization: Bearer $KEY' -H 'Content-Type: application/json' -d '$(chat hello)' $URL16/v1/chat/completions)\" != 200 ]"
+on 1 docker rm -f vcl-selftest-hd16 >/dev/null
 
-# ---------------------------------------------------------------------------------- scale and down
+# ---------------------------------------------------------------------------------------- scale, down
 say "scale to 4 hosts, then down"
-on 1 docker rm -f vllm-serve vllm-ray-head >/dev/null || true
 before="$(cat /run/vcl-h1/docker.pid /run/vcl-h2/docker.pid 2>/dev/null | tr '\n' ' ')"
-timed "up 4 after up 2" "$TB" up 4 >/dev/null 2>&1 && pass "up 4 after up 2" || fail "up 4 after up 2"
-expect "up 4 kept spark-1/2's engines" test "$before" == "$(cat /run/vcl-h1/docker.pid /run/vcl-h2/docker.pid | tr '\n' ' ')"
-expect "spark-4 answers over ssh" test "$(on 4 hostname)" == spark-4
-expect "spark-4 does not have the image (spark-1 only)" bash -c "! ssh $(ssh_base) root@$(mgmt_ip 4) docker image inspect $IMAGE"
-timed "down (4 hosts)" "$TB" down && pass "testbed down" || fail "testbed down"
-leftover() {
-  ip netns list | grep -q '^vcl-h' && return 1
-  ip -o link show | grep -q ' vcl-' && return 1
-  findmnt -rn -o TARGET | grep -q -e "^$STATE/hosts" -e '^/run/vcl-h' && return 1
-  compgen -G '/run/vcl-h*' >/dev/null && return 1
-  [[ ! -e $STATE/hosts && ! -e $STATE/hosts.json ]]
-}
-expect "nothing of the testbed is left" leftover
-if [[ $KEEP == 1 ]]; then timed "up 2 (kept)" "$TB" up 2 >/dev/null 2>&1 || fail "up 2 for KEEP"; fi
+check "up 4 after up 2 keeps spark-1/2's engines" bash -c "'$TB' up 4 >/dev/null 2>&1 &&
+  test '$before' = \"\$(cat /run/vcl-h1/docker.pid /run/vcl-h2/docker.pid | tr '\n' ' ')\""
+check "spark-4 answers over ssh" test "$(on 4 hostname)" = spark-4
+check "testbed down removes everything (its own leftover scan)" "$TB" down
+check "no namespace, link, mount or state of the testbed is left" bash -c "
+  ! ip netns list | grep -q '^vcl-h' && ! ip -o link show | grep -q ' vcl-' &&
+  ! findmnt -rn -o TARGET | grep -q -e '^$STATE/hosts' -e '^/run/vcl-h' && ! compgen -G '/run/vcl-h*' >/dev/null &&
+  [ ! -e '$STATE/hosts' ] && [ ! -e '$STATE/hosts.json' ] && [ ! -e '$STATE/models' ]"
+if [[ $KEEP == 1 ]]; then "$TB" up 2 >/dev/null 2>&1 || fail "up 2 for VCL_SELFTEST_KEEP"; fi
+finish
