@@ -131,7 +131,9 @@ export const list = <T extends z.ZodType<string>>(of: T) => z.array(of, { error:
 
 /** A null value for a known key means unset, as if the key were missing (an unknown key is reported either way). */
 const dropNulls = (shape: z.ZodRawShape) => (v: unknown) =>
-    isObject(v) ? Object.fromEntries(Object.entries(v).filter(([k, x]) => x !== null || !Object.hasOwn(shape, k))) : v;
+    isObject(v)
+        ? Object.fromEntries(Object.entries(v).filter(([k, x]) => x !== null || !Object.prototype.hasOwnProperty.call(shape, k)))
+        : v;
 
 /** A config object. Unknown keys are rejected: a typo would otherwise silently fall back to a default. */
 export const section = <S extends z.ZodRawShape>(shape: S) =>
