@@ -4,30 +4,10 @@ import { unknownValue } from "@pulumi/pulumi/runtime/rpc";
 /** Pulumi type token of the Docker provider's container resource. */
 export const CONTAINER_TYPE = "docker:index/container:Container";
 
-/** Labels the program puts on every container it manages (see the team contract). */
-export const LABEL = {
-    managed: "vllm-cluster.managed",
-    stack: "vllm-cluster.stack",
-    role: "vllm-cluster.role",
-    node: "vllm-cluster.node",
-    gpus: "vllm-cluster.gpus",
-    gpuRuntime: "vllm-cluster.gpu-runtime",
-    unifiedMemory: "vllm-cluster.unified-memory",
-    sshPort: "vllm-cluster.ssh-port",
-    ports: "vllm-cluster.ports",
-    imageRef: "vllm-cluster.image-ref",
-    tensorParallelSize: "vllm-cluster.tensor-parallel-size",
-    pipelineParallelSize: "vllm-cluster.pipeline-parallel-size",
-    clusterGpus: "vllm-cluster.cluster-gpus",
-    apiKeyFile: "vllm-cluster.api-key-file",
-    dashboardHost: "vllm-cluster.dashboard-host",
-    /** Backend native only: the serve container's vLLM node rank (0 serves the API, > 0 run --headless). */
-    nodeRank: "vllm-cluster.node-rank",
-} as const;
-
-export type Role = "ray-head" | "ray-worker" | "serve";
-export const RAY_ROLES: readonly Role[] = ["ray-head", "ray-worker"];
-export const GPU_ROLES: readonly Role[] = ["ray-head", "ray-worker", "serve"];
+// Label keys and roles are the program's own contract (infra/contract.ts, dependency-free), shared with the pack.
+export { LABEL, RAY_ROLES, ROLES as GPU_ROLES } from "../../infra/contract";
+export type { Role } from "../../infra/contract";
+import { LABEL, Role } from "../../infra/contract";
 
 /**
  * Marks a value the engine could not know yet (preview, or an input computed from another resource's
