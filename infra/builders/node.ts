@@ -3,8 +3,13 @@ import type { NodeConfig } from "../config";
 
 /** Where the serve container sees the API key file (bind-mounted read-only). */
 export const API_KEY_CONTAINER_PATH = "/run/vllm-cluster/api-key";
-/** Ray session directory inside the Ray head and serve containers (shared bind mount). */
-export const RAY_SESSION_CONTAINER_DIR = "/tmp/ray";
+/**
+ * /tmp of the Ray head and serve containers on the head host, one host directory shared by both: the Ray session
+ * directory (/tmp/ray) and the IPC sockets vLLM's Ray executor opens between the engine (in serve) and the rank
+ * running next to it (a Ray worker process of the head container) live there. With separate /tmp directories
+ * that rank never connects and the engine waits forever.
+ */
+export const SHARED_TMP_CONTAINER_DIR = "/tmp";
 
 export function nodeStateDir(stateDir: string, node: string): string {
     return `${stateDir}/${node}`;
@@ -12,8 +17,8 @@ export function nodeStateDir(stateDir: string, node: string): string {
 export function apiKeyHostPath(stateDir: string, node: string): string {
     return `${nodeStateDir(stateDir, node)}/api-key`;
 }
-export function raySessionHostDir(stateDir: string, node: string): string {
-    return `${nodeStateDir(stateDir, node)}/ray`;
+export function sharedTmpHostDir(stateDir: string, node: string): string {
+    return `${nodeStateDir(stateDir, node)}/tmp`;
 }
 
 /**

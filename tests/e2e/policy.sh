@@ -23,27 +23,25 @@ ln -s "$REPO_ROOT/node_modules" "$WORK/project/node_modules"
 cp tests/policy/fixtures/Pulumi.policy-bad.yaml "$WORK/project/stacks/"
 cd "$WORK/project" || exit 1
 
-passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "ok   - $*"; }
-bad() { failed=$((failed + 1)); echo "FAIL - $*"; }
+# shellcheck source=../lib/results.sh
+source "$REPO_ROOT/tests/lib/results.sh"
 
-pulumi stack init local --non-interactive >"$WORK/init-local.log" 2>&1 || { cat "$WORK/init-local.log"; bad "stack init local"; }
+pulumi stack init local --non-interactive >"$WORK/init-local.log" 2>&1 || { cat "$WORK/init-local.log"; fail "stack init local"; }
 if timeout 900 pulumi preview --stack local --policy-pack policies --non-interactive --color never >"$WORK/local.log" 2>&1; then
-  ok "local stack: preview with the policy pack passes"
+  pass "local stack: preview with the policy pack passes"
 else
-  tail -n 30 "$WORK/local.log"; bad "local stack: preview with the policy pack passes"
+  tail -n 30 "$WORK/local.log"; fail "local stack: preview with the policy pack passes"
 fi
 
 pulumi stack init policy-bad --non-interactive >/dev/null 2>&1
 if timeout 900 pulumi preview --stack policy-bad --policy-pack policies --non-interactive --color never >"$WORK/bad.log" 2>&1; then
-  bad "bad fixture: preview must fail"
+  fail "bad fixture: preview must fail"
 else
-  ok "bad fixture: preview fails"
+  pass "bad fixture: preview fails"
 fi
 grep -q "gpu-memory-utilization" "$WORK/bad.log" && grep -qi "mandatory" "$WORK/bad.log" &&
-  ok "bad fixture: the mandatory gpu-memory-utilization violation is listed by name" ||
-  bad "bad fixture: gpu-memory-utilization named as a mandatory violation"
-grep -q "image-pinned" "$WORK/bad.log" && ok "bad fixture: image-pinned advisory listed" || bad "bad fixture: image-pinned advisory listed"
+  pass "bad fixture: the mandatory gpu-memory-utilization violation is listed by name" ||
+  fail "bad fixture: gpu-memory-utilization named as a mandatory violation"
+grep -q "image-pinned" "$WORK/bad.log" && pass "bad fixture: image-pinned advisory listed" || fail "bad fixture: image-pinned advisory listed"
 
-echo "$passed passed, $failed failed"
-((failed == 0))
+finish

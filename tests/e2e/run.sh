@@ -11,18 +11,8 @@ set -uo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 TESTBED_DIR="${VCL_TESTBED_DIR:-/var/lib/vllm-cluster-testbed}"
-PASSED=0 FAILED=0
-pass() { PASSED=$((PASSED + 1)); echo "ok   - $*"; }
-fail() { FAILED=$((FAILED + 1)); echo "FAIL - $*"; }
-check() { # description command...
-  local what="$1"; shift
-  if "$@"; then pass "$what"; else fail "$what"; fi
-}
-finish() {
-  echo "$PASSED passed, $FAILED failed"
-  ((FAILED == 0))
-  exit $?
-}
+# shellcheck source=../lib/results.sh
+source "$REPO_ROOT/tests/lib/results.sh"
 show_tail() { echo "---- $1 (last ${2:-20} lines)"; tail -n "${2:-20}" "$1"; echo "----"; }
 
 cd "$REPO_ROOT" || exit 1

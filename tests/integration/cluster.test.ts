@@ -21,6 +21,7 @@ import {
     up,
 } from "./engine";
 import { Hosts, runArgv, sshdAccepted, stackConfig, waitFor } from "./hosts";
+import { Answer, greedyAnswer, tp1Reference } from "./reference";
 import { chat, completionTokens, mergeTimings, request } from "./support";
 
 const STACK = "local";
@@ -33,6 +34,7 @@ let hosts: Hosts;
 let endpoint = "";
 let apiKey = "";
 let model = "";
+let tp1: Answer;
 const head = "spark-1";
 const worker = "spark-2";
 
@@ -63,7 +65,11 @@ beforeAll(async () => {
         );
     }
     await hosts.docker(worker, ["image", "rm", "--force", hosts.cfg.image.ref]);
-}, 300_000);
+    // before the cluster takes the cores: TP=1 on one host, the reference for what TP=2 must say
+    const t0 = Date.now();
+    tp1 = await tp1Reference(hosts);
+    timings["tp1-reference"] = Math.round((Date.now() - t0) / 100) / 10;
+}, 900_000);
 
 afterAll(async () => {
     if (TIMINGS_FILE) {
@@ -171,6 +177,13 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
         expect(metrics.status).toBe(200);
         expect(metrics.body).toMatch(/^vllm:request_success_total\{.*\} [1-9]/m);
         expect(metrics.body).toMatch(/^vllm:prompt_tokens_total\{.*\} [1-9]/m);
+    }, 300_000);
+
+    test("TP 2 across the two hosts (Ray) generates exactly the tokens of TP 1 on one host, greedy", async () => {
+        const tp2 = await greedyAnswer(endpoint, model, apiKey);
+        expect(tp2.completion).toHaveLength(16);
+        expect(tp2.completion).toEqual(tp1.completion);
+        expect(tp2.chat).toBe(tp1.chat);
     }, 300_000);
 
     test("a second up changes nothing and opens no ssh connection", async () => {

@@ -7,6 +7,7 @@ import { apiKeyHostPath } from "../../infra/builders/node";
 import { CONTAINER } from "../../infra/contract";
 import { Project, changed, destroy, editConfig, expectOk, openProject, preview, removeProject, stateResources, up } from "./engine";
 import { Hosts, stackConfig } from "./hosts";
+import { Answer, greedyAnswer, tp1Reference } from "./reference";
 import { chat, completionTokens, mergeTimings, request } from "./support";
 
 const STACK = "local-native";
@@ -18,6 +19,7 @@ let hosts: Hosts;
 let endpoint = "";
 let apiKey = "";
 let model = "";
+let tp1: Answer;
 const head = "spark-1";
 const worker = "spark-2";
 
@@ -33,7 +35,8 @@ beforeAll(async () => {
             120_000,
         );
     }
-}, 300_000);
+    tp1 = await tp1Reference(hosts); // computed once per image and model (the ray file may have done it already)
+}, 900_000);
 
 afterAll(async () => {
     if (TIMINGS_FILE) {
@@ -80,6 +83,13 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
         expect((await chat(endpoint, model, "wrong-key")).status).toBe(401);
     }, 300_000);
 
+    test("TP 2 across the two hosts (vLLM's own multi-node) generates exactly the tokens of TP 1 on one host, greedy", async () => {
+        const tp2 = await greedyAnswer(endpoint, model, apiKey);
+        expect(tp2.completion).toHaveLength(16);
+        expect(tp2.completion).toEqual(tp1.completion);
+        expect(tp2.chat).toBe(tp1.chat);
+    }, 300_000);
+
     test("the API key is in no container's docker inspect on either host, and the headless rank has no key file mount", async () => {
         for (const n of [head, worker]) {
             expect(await hosts.must(n, ["docker", "inspect", CONTAINER.serve])).not.toContain(apiKey);
@@ -107,6 +117,23 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
         expect(after[1]).not.toBe(before[1]);
         const models = await request("GET", `${endpoint}/models`, { key: apiKey });
         expect((JSON.parse(models.body) as { data: { max_model_len: number }[] }).data[0].max_model_len).toBe(maxLen);
+    }, 1_800_000);
+
+    test("a model the CPU kernels cannot run answers /health but fails readiness: up fails naming the completion, then converges", async () => {
+        // head_dim 16: vLLM's CPU attention has no kernel for it; the server starts, answers /health, and fails the
+        // first real request (tests/testbed/selftest.sh shows the same by hand). /health alone would call it ready.
+        const good = hosts.cfg.model.hostPath;
+        editConfig(p, (c) => ((c.model as Record<string, unknown>).hostPath = `${good}-hd16`));
+        const r = await up(p);
+        timings["unrunnable-model-up-fails"] = Math.round(r.seconds * 10) / 10;
+        expect(r.ok).toBe(false);
+        expect(r.output + r.error).toMatch(/vllm-serve on node spark-1: chat completion (returned HTTP 5\d\d|request failed)/);
+        expect(r.seconds).toBeLessThan(hosts.cfg.serve.readyTimeoutSeconds + 120);
+
+        editConfig(p, (c) => ((c.model as Record<string, unknown>).hostPath = good));
+        const fixed = expectOk(await up(p));
+        timings["fixed-model-to-serving"] = Math.round(fixed.seconds * 10) / 10;
+        expect((await chat(endpoint, model, apiKey)).status).toBe(200);
     }, 1_800_000);
 
     test("destroy leaves no project container on either host and no key file on the head", async () => {

@@ -96,7 +96,7 @@ export function rayHead(): ContainerProps {
         networkMode: "host",
         ipcMode: "host",
         shmSize: 65536,
-        volumes: [{ hostPath: "/var/lib/vllm-cluster/spark-1/ray", containerPath: "/tmp/ray" }],
+        volumes: [{ hostPath: "/var/lib/vllm-cluster/spark-1/tmp", containerPath: "/tmp" }],
     };
 }
 
@@ -158,7 +158,7 @@ export function serve(): ContainerProps {
                 readOnly: true,
             },
             { hostPath: "/var/lib/vllm-cluster/spark-1/api-key", containerPath: API_KEY_FILE, readOnly: true },
-            { hostPath: "/var/lib/vllm-cluster/spark-1/ray", containerPath: "/tmp/ray" },
+            { hostPath: "/var/lib/vllm-cluster/spark-1/tmp", containerPath: "/tmp" },
         ],
     };
 }
@@ -200,7 +200,7 @@ export function nativeRank(rank: number, nnodes = 2): ContainerProps {
         entrypoints: rank === 0 ? base.entrypoints : ["/usr/bin/env"],
         command,
         envs: [`VLLM_HOST_IP=192.168.200.${12 + rank}`, "NCCL_SOCKET_IFNAME=enp1s0f1np1"],
-        volumes: (base.volumes ?? []).filter((v) => v.containerPath !== "/tmp/ray" && (rank === 0 || v.containerPath !== API_KEY_FILE)),
+        volumes: (base.volumes ?? []).filter((v) => v.containerPath !== "/tmp" && (rank === 0 || v.containerPath !== API_KEY_FILE)),
     };
 }
 

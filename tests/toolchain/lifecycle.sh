@@ -6,24 +6,13 @@
 #            own dockerd (started here if it is not running and we are root)
 # Each stage: preview, up, up --expect-no-changes, destroy, with the outcome checked after each step.
 # A missing provider plugin fails stage 2, naming it.
-# Ends with "N passed, N failed[, N skipped]".
+# Ends with "N passed, M failed" (tests/lib/results.sh).
 # shellcheck disable=SC2317 # functions are called after an early `finish` path
 set -uo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-PASSED=0
-FAILED=0
-pass() { PASSED=$((PASSED + 1)); echo "ok   - $*"; }
-fail() { FAILED=$((FAILED + 1)); echo "FAIL - $*"; }
-check() { # description command...
-  local what="$1"; shift
-  if "$@"; then pass "$what"; else fail "$what"; fi
-}
-finish() {
-  echo "$PASSED passed, $FAILED failed"
-  ((FAILED == 0))
-  exit $?
-}
+# shellcheck source=../lib/results.sh
+source "$REPO_ROOT/tests/lib/results.sh"
 
 # ------------------------------------------------------------------------------------------ setup
 toolchain_env="$(bash "$REPO_ROOT/setup/toolchain.sh" --print-env)"
@@ -111,8 +100,7 @@ const echo = new Echo("echo", "lifecycle");
 export const echoLength = echo.length;
 export const greeting = "hello from " + pulumi.getStack();
 EOF
-(
-  cd "$P1" || exit 1
+cd "$P1" || exit 1
   check "core: stack init" run core-init pulumi stack init core --non-interactive
   check "core: preview" run core-preview pulumi preview --non-interactive
   check "core: up" run core-up pulumi up --yes --non-interactive --skip-preview
@@ -122,9 +110,7 @@ EOF
   check "core: destroy" run core-destroy pulumi destroy --yes --non-interactive --skip-preview
   check "core: nothing left in state" test "$(resource_count core)" = 0
   pulumi stack rm --yes --force core >/dev/null 2>&1
-  echo "$PASSED $FAILED" >"$WORK/core.counts"
-)
-read -r PASSED FAILED <"$WORK/core.counts" 2>/dev/null || FAILED=$((FAILED + 1))
+cd "$REPO_ROOT" || exit 1
 
 # -------------------------------------------------------------------------- stage 2: providers
 plugin_available() { # name version
@@ -192,8 +178,7 @@ EOF
 check "providers: test image built" bash -c "cd '$WORK/image' && printf 'module sleeper\n\ngo 1.20\n' >go.mod &&
   CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -o sleeper . && tar -c sleeper | docker import - '$IMAGE_TAG' >/dev/null"
 
-(
-  cd "$P2" || exit 1
+cd "$P2" || exit 1
   check "providers: stack init" run prov-init pulumi stack init providers --non-interactive
   check "providers: preview" run prov-preview pulumi preview --non-interactive
   check "providers: up" run prov-up pulumi up --yes --non-interactive --skip-preview
@@ -209,7 +194,5 @@ check "providers: test image built" bash -c "cd '$WORK/image' && printf 'module 
   check "providers: command delete ran" test ! -e "$MARKER"
   check "providers: nothing left in state" test "$(resource_count providers)" = 0
   pulumi stack rm --yes --force providers >/dev/null 2>&1
-  echo "$PASSED $FAILED" >"$WORK/providers.counts"
-)
-read -r PASSED FAILED <"$WORK/providers.counts" 2>/dev/null || FAILED=$((FAILED + 1))
+cd "$REPO_ROOT" || exit 1
 finish

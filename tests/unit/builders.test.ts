@@ -161,7 +161,7 @@ describe("preflight", () => {
         const ok = spawnSync("sh", ["-c", preflightScript(sim, stateDir, [])], { encoding: "utf8", env });
         expect(ok.status).toBe(0);
         expect(JSON.parse(ok.stdout)).toMatchObject({ node: "spark-2", dockerVersion: "28.0.1", gpusSeen: 1 });
-        expect(fs.statSync(path.join(stateDir, "spark-2", "ray")).isDirectory()).toBe(true);
+        expect(fs.statSync(path.join(stateDir, "spark-2", "tmp")).mode & 0o7777).toBe(0o1777);
 
         const wrongIp = spawnSync("sh", ["-c", preflightScript({ ...sim, fabricIp: "10.232.0.1" }, stateDir, [])], {
             encoding: "utf8",
@@ -196,7 +196,7 @@ describe("preflight", () => {
             fs.writeFileSync(path.join(bin, name), `#!/bin/sh\n${body}\n`, { mode: 0o755 });
         };
         // PATH is only this directory: the fakes plus the real tools the script needs (so `ss` can be missing)
-        for (const tool of ["mkdir", "grep", "awk", "tr", "uname", "cat"]) {
+        for (const tool of ["mkdir", "chmod", "grep", "awk", "tr", "uname", "cat"]) {
             const real = spawnSync("sh", ["-c", `command -v ${tool}`], { encoding: "utf8" }).stdout.trim();
             fs.symlinkSync(real, path.join(bin, tool));
         }

@@ -295,7 +295,7 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
                 containerPath: "/models/Qwen3.5-122B-A10B-FP8",
                 readOnly: true,
             },
-            { hostPath: "/home/aurora/.local/state/vllm-cluster/spark-1/ray", containerPath: "/tmp/ray" },
+            { hostPath: "/home/aurora/.local/state/vllm-cluster/spark-1/tmp", containerPath: "/tmp" },
         ]);
         // the key file is a bind mount that must exist: Docker refuses to create it (a volume would become a directory)
         expect(serve.inputs.mounts).toEqual([
