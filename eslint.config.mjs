@@ -25,6 +25,14 @@ export default tseslint.config(
         },
     },
     {
+        // The product's code stays readable in pieces: small files, short functions (tests are exempt).
+        files: ["components/**/*.ts", "infra/**/*.ts", "policies/**/*.ts"],
+        rules: {
+            "max-lines": ["error", { max: 250, skipBlankLines: true, skipComments: true }],
+            "max-lines-per-function": ["error", { max: 60, skipBlankLines: true, skipComments: true }],
+        },
+    },
+    {
         files: ["**/*.js", "**/*.cjs"],
         rules: { "@typescript-eslint/no-require-imports": "off" },
     },

@@ -43,6 +43,18 @@ export function nodeListenPorts(cfg: ClusterConfig, node: NodeConfig): number[] 
     return portNumbers(nodePorts(cfg.backend, node.name === cfg.head.name, portSettings(cfg)));
 }
 
+/** What both backends' graphs take: the config, the hosts, the API key and how to build a container's input. */
+interface GraphContext {
+    cfg: ClusterConfig;
+    host: (name: string) => SparkNode;
+    head: SparkNode;
+    /** What every container on `node` takes from the config, and the image ID on that host. */
+    input: (node: NodeConfig) => ContainerInput;
+    endpoint: (containers: ServeContainer[]) => ServeEndpoint;
+}
+
+type BackendOutputs = Pick<ClusterOutputs, "endpoint" | "rayDashboard" | "clusterFingerprint">;
+
 /**
  * Builds the whole resource graph from a validated config. Ordering comes from data: image IDs into containers,
  * the head's address into workers, container IDs into the gate, its fingerprint and the key's hash into serve.
@@ -58,49 +70,63 @@ export function buildCluster(cfg: ClusterConfig, stack: string): ClusterOutputs 
 
     const image = new ImageDistribution("image", { ...cfg.image, nodes: [...hosts.values()] });
     const apiKey = new random.RandomPassword("api-key", { length: API_KEY_LENGTH, special: false });
-    /** What every container on `node` takes from the config, and the image ID on that host. */
-    const input = (node: NodeConfig): ContainerInput => ({
-        stack,
-        node,
-        imageId: image.imageIds[node.name],
-        imageRef: cfg.image.ref,
-        model: cfg.model,
-        serve: cfg.serve,
-        stateDir: cfg.stateDir,
-    });
-    const endpoint = (containers: ServeContainer[]) =>
-        new ServeEndpoint("serve", { head, apiKey: apiKey.result, stateDir: cfg.stateDir, serve: cfg.serve, model: cfg.model, containers });
-    const outputs = {
+    const ctx: GraphContext = {
+        cfg,
+        host,
+        head,
+        input: (node) => ({
+            stack,
+            node,
+            imageId: image.imageIds[node.name],
+            imageRef: cfg.image.ref,
+            model: cfg.model,
+            serve: cfg.serve,
+            stateDir: cfg.stateDir,
+        }),
+        endpoint: (containers) =>
+            new ServeEndpoint("serve", {
+                head,
+                apiKey: apiKey.result,
+                stateDir: cfg.stateDir,
+                serve: cfg.serve,
+                model: cfg.model,
+                containers,
+            }),
+    };
+    return {
         servedModelName: cfg.model.servedName,
         apiKey: pulumi.secret(apiKey.result),
         nodes: cfg.nodes.map((n) => ({ name: n.name, role: n.role, sshHost: n.sshHost, fabricIp: n.fabricIp, gpus: n.gpus })),
+        ...(cfg.backend === "native" ? buildNative(ctx) : buildRay(ctx)),
     };
+}
 
-    if (cfg.backend === "native") {
-        // vLLM's own multi-node: no Ray containers and no Ray probe; rank 0's readiness check is the gate.
-        const ranks = [cfg.head, ...cfg.workers];
-        const serve = endpoint(
-            ranks.map((node, nodeRank) => ({
-                name: `serve-rank-${nodeRank}-container`,
-                host: host(node.name),
-                args: (keyHash, earlier) =>
-                    nativeRankContainerArgs({
-                        ...input(node),
-                        rank: { nodeRank, nnodes: ranks.length, masterAddr: cfg.head.fabricIp, masterPort: cfg.native.masterPort },
-                        clusterGpus: cfg.totalGpus,
-                        apiKeyHash: nodeRank === 0 ? keyHash : undefined,
-                        rank0ContainerId: nodeRank > 0 ? earlier[0] : undefined,
-                    }),
-            })),
-        );
-        return {
-            ...outputs,
-            endpoint: serve.endpoint,
-            rayDashboard: "none (backend native runs no Ray)",
-            clusterFingerprint: pulumi.all(serve.containers.map((c) => c.id)).apply(joinFingerprint),
-        };
-    }
+/** vLLM's own multi-node: no Ray containers and no Ray probe; rank 0's readiness check is the gate. */
+function buildNative({ cfg, host, input, endpoint }: GraphContext): BackendOutputs {
+    const ranks = [cfg.head, ...cfg.workers];
+    const serve = endpoint(
+        ranks.map((node, nodeRank) => ({
+            name: `serve-rank-${nodeRank}-container`,
+            host: host(node.name),
+            args: (keyHash, earlier) =>
+                nativeRankContainerArgs({
+                    ...input(node),
+                    rank: { nodeRank, nnodes: ranks.length, masterAddr: cfg.head.fabricIp, masterPort: cfg.native.masterPort },
+                    clusterGpus: cfg.totalGpus,
+                    apiKeyHash: nodeRank === 0 ? keyHash : undefined,
+                    rank0ContainerId: nodeRank > 0 ? earlier[0] : undefined,
+                }),
+        })),
+    );
+    return {
+        endpoint: serve.endpoint,
+        rayDashboard: "none (backend native runs no Ray)",
+        clusterFingerprint: pulumi.all(serve.containers.map((c) => c.id)).apply(joinFingerprint),
+    };
+}
 
+/** Ray head, a worker per other host, the gate that waits for all of them on their fabric IPs, serve on the head. */
+function buildRay({ cfg, host, head, input, endpoint }: GraphContext): BackendOutputs {
     const ray = { objectStoreMemoryBytes: cfg.ray.objectStoreMemoryBytes };
     const rayHead = new RayHead("ray-head", { ...input(cfg.head), ...ray, host: head, ports: cfg.ray });
     const workers = cfg.workers.map(
@@ -136,7 +162,6 @@ export function buildCluster(cfg: ClusterConfig, stack: string): ClusterOutputs 
         },
     ]);
     return {
-        ...outputs,
         endpoint: serve.endpoint,
         rayDashboard: dashboardTunnelHint(head.ssh, cfg.ray.dashboardPort),
         clusterFingerprint: ready.fingerprint,

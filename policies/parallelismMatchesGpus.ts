@@ -1,4 +1,4 @@
-import { StackValidationPolicy } from "@pulumi/policy";
+import { ReportViolation, StackValidationPolicy } from "@pulumi/policy";
 import { argv, findFlag } from "./lib/commandLine";
 import { ContainerView, LABEL, RAY_ROLES, UNKNOWN, describe, label, managedContainers, parseCount } from "./lib/container";
 
@@ -23,6 +23,32 @@ function parallelism(c: ContainerView, long: string, short: string): Count {
     }
 }
 
+/**
+ * Sum of the GPU-holding containers' GPUs (undefined when any of them is not known yet), and "node: n" per container.
+ * A label that is not a count is reported.
+ */
+function offeredGpus(holders: ContainerView[], reportViolation: ReportViolation): { total: number | undefined; perNode: string[] } {
+    let total: number | undefined = 0;
+    const perNode: string[] = [];
+    for (const r of holders) {
+        const raw = label(r, LABEL.gpus);
+        if (raw === UNKNOWN || raw === undefined) {
+            total = undefined;
+            continue;
+        }
+        const n = parseCount(raw);
+        if (n === undefined) {
+            reportViolation(`${describe(r)}: label ${LABEL.gpus}='${raw}' is not a GPU count. Fix nodes[].gpus.`, r.urn);
+            total = undefined;
+            continue;
+        }
+        if (total !== undefined) total += n;
+        const node = label(r, LABEL.node);
+        perNode.push(`${typeof node === "string" ? node : r.name}: ${n}`);
+    }
+    return { total, perNode };
+}
+
 export const parallelismMatchesGpus: StackValidationPolicy = {
     name: "parallelism-matches-gpus",
     description:
@@ -42,25 +68,7 @@ export const parallelismMatchesGpus: StackValidationPolicy = {
         const ray = native ? nativeRanks : rayContainers;
         const offeredBy = native ? "the native serve ranks offer" : "the Ray containers offer";
 
-        // Sum of the GPU-holding containers' GPUs, or undefined when any of them is not known (yet).
-        let rayGpus: number | undefined = 0;
-        const perNode: string[] = [];
-        for (const r of ray) {
-            const raw = label(r, LABEL.gpus);
-            if (raw === UNKNOWN || raw === undefined) {
-                rayGpus = undefined;
-                continue;
-            }
-            const n = parseCount(raw);
-            if (n === undefined) {
-                reportViolation(`${describe(r)}: label ${LABEL.gpus}='${raw}' is not a GPU count. Fix nodes[].gpus.`, r.urn);
-                rayGpus = undefined;
-                continue;
-            }
-            if (rayGpus !== undefined) rayGpus += n;
-            const node = label(r, LABEL.node);
-            perNode.push(`${typeof node === "string" ? node : r.name}: ${n}`);
-        }
+        const { total: rayGpus, perNode } = offeredGpus(ray, reportViolation);
 
         for (const { view: s, role } of containers) {
             if (role !== "serve") continue;

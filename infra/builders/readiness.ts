@@ -45,8 +45,9 @@ export function serveReadinessScript(s: ServeReadinessSpec): string {
         `base=${q(`http://127.0.0.1:${s.port}`)}`,
         `keyfile=${q(s.apiKeyFile)}`,
         `deadline=$(( $(date +%s) + ${s.timeoutSeconds} ))`,
-        `logs() { docker logs --tail 40 ${CONTAINER.serve} 2>&1 | sed 's/^/  | /' >&2 || true; }`,
-        `fail() { echo "${where}: $*" >&2; logs; exit 1; }`,
+        `logs() { docker logs --tail 12 ${CONTAINER.serve} 2>&1 | sed 's/^/  | /' >&2 || true; }`,
+        // The server's last log lines first, then the verdict: the error's last line always says what failed.
+        `fail() { logs; echo "${where}: $*" >&2; exit 1; }`,
         `auth() { printf 'header = "Authorization: Bearer %s"\\n' "$(cat "$keyfile")"; }`,
         `[ -r "$keyfile" ] || fail "API key file $keyfile is missing or unreadable"`,
         `code=000`,
