@@ -1,11 +1,11 @@
-import * as command from "@pulumi/command";
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
 import type { ModelConfig, ServeConfig } from "../infra/config";
 import { containerOptions } from "../infra/builders/containers";
-import { apiKeyHash, apiKeyInstallCommand, apiKeyRemoveCommand } from "../infra/builders/key";
+import { apiKeyCheckCommand, apiKeyHash, apiKeyInstallCommand, apiKeyRemoveCommand } from "../infra/builders/key";
 import { serveReadinessCommand, serveReadinessSpec } from "../infra/builders/readiness";
 import { HostCheck } from "../infra/providers/hostCheck";
+import { KeyFile } from "../infra/providers/keyFile";
 import { SparkNode } from "./sparkNode";
 
 /** Seconds the refresh-time look at a running server may take (one /health, one completion with and without the key). */
@@ -42,7 +42,7 @@ export interface ServeEndpointArgs {
  * it; `pulumi refresh` looks again, so the next `up --refresh` returns only once the server answers.
  */
 export class ServeEndpoint extends pulumi.ComponentResource {
-    public readonly apiKeyFile: command.local.Command;
+    public readonly apiKeyFile: KeyFile;
     public readonly containers: docker.Container[];
     public readonly readiness: HostCheck;
     /** OpenAI-compatible base URL, resolved once readiness passed. */
@@ -56,19 +56,21 @@ export class ServeEndpoint extends pulumi.ComponentResource {
         const { head, stateDir } = args;
         const node = head.node.name;
 
-        this.apiKeyFile = new command.local.Command(
-            `${name}-api-key-file`,
-            {
-                create: apiKeyInstallCommand(head.ssh, stateDir, node),
-                delete: apiKeyRemoveCommand(head.ssh, stateDir, node),
-                stdin: pulumi.secret(args.apiKey),
-                logging: "stderr",
-            },
-            { parent: this, additionalSecretOutputs: ["stdin"] },
-        );
-
         // Not secret: a one-way hash of a 48-character random key, so diffs of the labels stay readable.
         const keyHash = pulumi.unsecret(pulumi.output(args.apiKey).apply(apiKeyHash));
+        this.apiKeyFile = new KeyFile(
+            `${name}-api-key-file`,
+            {
+                what: `api key file on node ${node}`,
+                installScript: apiKeyInstallCommand(head.ssh, stateDir, node),
+                checkScript: apiKeyCheckCommand(head.ssh, stateDir, node),
+                removeScript: apiKeyRemoveCommand(head.ssh, stateDir, node),
+                key: args.apiKey,
+                keyHash,
+            },
+            { parent: this },
+        );
+
         this.containers = [];
         for (const c of args.containers) {
             const earlier = this.containers.map((x) => x.id);

@@ -37,6 +37,23 @@ export function apiKeyHash(key: string): string {
     return createHash("sha256").update(`vllm-cluster api key\n${key}`).digest("hex").slice(0, 16);
 }
 
+/**
+ * Prints the hash (as apiKeyHash computes it) of the key file's content, or "missing" when it is not a readable,
+ * non-empty regular file. Read-only: what `pulumi refresh` runs.
+ */
+export function apiKeyCheckScript(stateDir: string, node: string): string {
+    const file = shellQuote(apiKeyHostPath(stateDir, node));
+    return [
+        "set -eu",
+        `if [ ! -f ${file} ] || [ ! -s ${file} ] || [ ! -r ${file} ]; then echo missing; exit 0; fi`,
+        `{ printf 'vllm-cluster api key\n'; cat ${file}; } | sha256sum | cut -c1-16`,
+    ].join("\n");
+}
+
+export function apiKeyCheckCommand(t: SshTarget, stateDir: string, node: string): string {
+    return remoteScriptCommand(t, `api key check on node ${node}`, apiKeyCheckScript(stateDir, node));
+}
+
 export function apiKeyRemoveScript(stateDir: string, node: string): string {
     return `rm -f ${shellQuote(apiKeyHostPath(stateDir, node))}`;
 }

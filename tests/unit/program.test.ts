@@ -6,6 +6,7 @@ import { ClusterConfig, validateConfig } from "../../infra/config";
 import { apiKeyHash } from "../../infra/builders/key";
 import { SERVE_ENTRYPOINT, joinFingerprint } from "../../infra/builders/vllm";
 import { hostCheckProvider } from "../../infra/providers/hostCheck";
+import { keyFileProvider } from "../../infra/providers/keyFile";
 import { imagePresenceProvider } from "../../infra/providers/imagePresence";
 import {
     MOCK_API_KEY,
@@ -87,7 +88,7 @@ function expectedGraph(cfg: ClusterConfig): [string, string, string, string][] {
     rows.push(["api-key", T.password, "", ""]);
     rows.push(
         ["serve", T.serve, "", ""],
-        ["serve-api-key-file", T.command, "serve", ""],
+        ["serve-api-key-file", T.dynamic, "serve", ""],
         ["serve-container", T.container, "serve", `${cfg.head.name}-docker`],
         ["serve-readiness", T.dynamic, "serve", ""],
     );
@@ -194,7 +195,7 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
         expect(run.resolved.clusterFingerprint).toBe(fingerprint);
         expect(labelsOf(serve)["vllm-cluster.api-key-sha256"]).toBe(apiKeyHash(MOCK_API_KEY));
         expect(get(run, "serve-readiness").inputs.triggers).toEqual([serve.id]);
-        expect(get(run, "serve-api-key-file").inputs.stdin).toEqual(secretValue(MOCK_API_KEY));
+        expect(get(run, "serve-api-key-file").inputs.key).toEqual(secretValue(MOCK_API_KEY));
     });
 
     test("dependencies are data: while the head container is being created (a preview), what is made from it is unknown", async () => {
@@ -226,10 +227,10 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
         for (const r of run.resources) {
             const inputs = { ...r.inputs };
             if (r.name === "serve-api-key-file") {
-                // the only place the key travels: ssh stdin, as a secret (sentinel-wrapped) value
-                expect(inputs.stdin).toEqual({ [SECRET_SIG]: SECRET_SIG_VALUE, value: MOCK_API_KEY });
-                expect(r.additionalSecretOutputs).toContain("stdin");
-                delete inputs.stdin;
+                // the only place the key travels: the key file's input (ssh stdin on the host), as a secret value
+                expect(inputs.key).toEqual({ [SECRET_SIG]: SECRET_SIG_VALUE, value: MOCK_API_KEY });
+                expect(r.additionalSecretOutputs).toContain("key");
+                delete inputs.key;
             }
             expect(JSON.stringify(inputs)).not.toContain(MOCK_API_KEY);
         }
@@ -374,7 +375,10 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
         expect(ready.waitScript).toContain("bash -c");
         expect(ready.waitScript).toContain("within 1800s");
         expect(ready.checkScript).toContain("within 20s");
-        expect(get(r, "serve-api-key-file").inputs.delete).toContain("rm -f");
+        const keyFile = get(r, "serve-api-key-file").inputs;
+        expect(keyFile.removeScript).toContain("rm -f");
+        expect(keyFile.checkScript).toContain("sha256sum");
+        expect(keyFile.keyHash).toBe(apiKeyHash(MOCK_API_KEY));
     });
 });
 
@@ -488,7 +492,8 @@ describe("spark stack: dependencies are data", () => {
         expect(deps["serve-container"].labels).toEqual(["api-key", "cluster-ready-probe"]);
         expect(deps["serve-container"].image).toEqual([`image-${cfg.head.name}`]);
         expect(deps["serve-readiness"].triggers).toEqual(["serve-container"]);
-        expect(deps["serve-api-key-file"].stdin).toEqual(["api-key"]);
+        expect(deps["serve-api-key-file"].key).toEqual(["api-key"]);
+        expect(deps["serve-api-key-file"].keyHash).toEqual(["api-key"]);
     }, 60000);
 });
 
@@ -523,14 +528,14 @@ describe("spark stack: a changed upstream output changes the inputs of exactly w
 describe("dynamic providers reach the engine serialized (real closure serialization, nothing mocked)", () => {
     test("each loads as a module whose provider diffs as the source does", async () => {
         const dynamic = runs.local.resources.filter((r) => r.type === T.dynamic);
-        expect(dynamic).toHaveLength(configs.local.nodes.length + 2);
+        expect(dynamic).toHaveLength(configs.local.nodes.length + 3);
         for (const r of dynamic) {
             const mod = { exports: {} as { handler?: () => pulumi.dynamic.ResourceProvider } };
             vm.runInNewContext(r.serializedProvider ?? "", { exports: mod.exports, require });
             const loaded = mod.exports.handler!();
-            const source = "waitScript" in r.inputs ? hostCheckProvider : imagePresenceProvider;
+            const source = "waitScript" in r.inputs ? hostCheckProvider : "keyHash" in r.inputs ? keyFileProvider : imagePresenceProvider;
             expect(Object.keys(loaded).sort()).toEqual(Object.keys(source).sort());
-            const news = { ...r.inputs, ref: "other:tag", triggers: ["other"] };
+            const news = { ...r.inputs, ref: "other:tag", triggers: ["other"], keyHash: "other" };
             const diff = await loaded.diff!(r.id, r.outputs, news);
             expect(diff.changes).toBe(true);
             expect(diff).toEqual(await source.diff!(r.id, r.outputs, news));
@@ -560,7 +565,7 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
         rows.push(["image", T.image, "", ""], ["api-key", T.password, "", ""]);
         rows.push(
             ["serve", NATIVE_T, "", ""],
-            ["serve-api-key-file", T.command, "serve", ""],
+            ["serve-api-key-file", T.dynamic, "serve", ""],
             ["serve-rank-0-container", T.container, "serve", "spark-1-docker"],
             ["serve-rank-1-container", T.container, "serve", "spark-2-docker"],
             ["serve-readiness", T.dynamic, "serve", ""],
@@ -596,7 +601,7 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
         expect(labelsOf(r0)["vllm-cluster.api-key-sha256"]).toBe(apiKeyHash(MOCK_API_KEY));
         expect(get(run, "serve-readiness").inputs.triggers).toEqual([r0.id, r1.id]);
         expect(run.resolved.clusterFingerprint).toBe(joinFingerprint([r0.id, r1.id]));
-        expect(get(run, "serve-api-key-file").inputs.stdin).toEqual(secretValue(MOCK_API_KEY));
+        expect(get(run, "serve-api-key-file").inputs.key).toEqual(secretValue(MOCK_API_KEY));
     });
 
     test("dependencies are data: each input waits on exactly the resources it is made from", async () => {
@@ -605,7 +610,8 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
         expect(deps["serve-rank-1-container"].image).toEqual(["image-spark-2"]);
         expect(deps["serve-rank-1-container"].labels).toEqual(["serve-rank-0-container"]);
         expect(deps["serve-readiness"].triggers).toEqual(["serve-rank-0-container", "serve-rank-1-container"]);
-        expect(deps["serve-api-key-file"].stdin).toEqual(["api-key"]);
+        expect(deps["serve-api-key-file"].key).toEqual(["api-key"]);
+        expect(deps["serve-api-key-file"].keyHash).toEqual(["api-key"]);
     }, 60000);
 
     test.each([
@@ -647,12 +653,12 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
         expect(labelsOf(r1)["vllm-cluster.api-key-file"]).toBeUndefined();
     });
 
-    test("the API key travels only as the key file's secret stdin", () => {
+    test("the API key travels only as the key file's secret input", () => {
         for (const r of run.resources) {
             const inputs = { ...r.inputs };
             if (r.name === "serve-api-key-file") {
-                expect(inputs.stdin).toEqual({ [SECRET_SIG]: SECRET_SIG_VALUE, value: MOCK_API_KEY });
-                delete inputs.stdin;
+                expect(inputs.key).toEqual({ [SECRET_SIG]: SECRET_SIG_VALUE, value: MOCK_API_KEY });
+                delete inputs.key;
             }
             expect(JSON.stringify(inputs)).not.toContain(MOCK_API_KEY);
         }
