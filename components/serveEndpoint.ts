@@ -2,7 +2,7 @@ import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
 import type { ModelConfig, ServeConfig } from "../infra/config";
 import { containerOptions } from "../infra/builders/containers";
-import { apiKeyCheckCommand, apiKeyHash, apiKeyInstallCommand, apiKeyRemoveCommand } from "../infra/builders/key";
+import { apiKeyFile, apiKeyHash, secretFileCommands } from "../infra/builders/key";
 import { serveReadinessCommand, serveReadinessSpec } from "../infra/builders/readiness";
 import { HostCheck } from "../infra/providers/hostCheck";
 import { KeyFile } from "../infra/providers/keyFile";
@@ -62,9 +62,7 @@ export class ServeEndpoint extends pulumi.ComponentResource {
             `${name}-api-key-file`,
             {
                 what: `api key file on node ${node}`,
-                installScript: apiKeyInstallCommand(head.ssh, stateDir, node),
-                checkScript: apiKeyCheckCommand(head.ssh, stateDir, node),
-                removeScript: apiKeyRemoveCommand(head.ssh, stateDir, node),
+                ...secretFileCommands(head.ssh, apiKeyFile(stateDir, node)),
                 key: args.apiKey,
                 keyHash,
             },

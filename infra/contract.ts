@@ -35,6 +35,7 @@ export const LABEL = {
     /** Deploy-time values carried as labels so that a change replaces the container. */
     clusterFingerprint: "vllm-cluster.cluster-fingerprint",
     apiKeyHash: "vllm-cluster.api-key-sha256",
+    rayTokenHash: "vllm-cluster.ray-token-sha256",
     headContainerId: "vllm-cluster.head-container-id",
     rank0ContainerId: "vllm-cluster.rank0-container-id",
 } as const;

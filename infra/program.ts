@@ -11,6 +11,8 @@ import { dashboardTunnelHint } from "./builders/ray";
 import { nativeRankContainerArgs, serveContainerArgs } from "./builders/serveContainers";
 import { sshTargetOf } from "./builders/ssh";
 import { joinFingerprint } from "./builders/vllm";
+import { rayTokenFile, secretFileCommands, secretHash } from "./builders/key";
+import { KeyFile } from "./providers/keyFile";
 import { ClusterConfig, NodeConfig } from "./config";
 import { PortSettings, nodePorts, portNumbers } from "./contract";
 
@@ -125,8 +127,37 @@ function buildNative({ cfg, host, input, endpoint }: GraphContext): BackendOutpu
     };
 }
 
+/**
+ * Ray token authentication (`ray.auth: token`): one generated token (a secret), installed as a file on every host;
+ * the result maps each node to the installed token's hash, which its Ray containers take as data.
+ */
+function rayTokenFiles({ cfg, host }: GraphContext): Record<string, pulumi.Output<string>> {
+    if (cfg.ray.auth !== "token") {
+        return {};
+    }
+    const token = new random.RandomPassword("ray-token", { length: API_KEY_LENGTH, special: false });
+    const hash = pulumi.unsecret(token.result.apply((t) => secretHash("ray token", t)));
+    const files = cfg.nodes.map((n) => {
+        const f = new KeyFile(
+            `${n.name}-ray-token-file`,
+            {
+                what: `ray token file on node ${n.name}`,
+                ...secretFileCommands(host(n.name).ssh, rayTokenFile(cfg.stateDir, n.name)),
+                key: token.result,
+                keyHash: hash,
+            },
+            { parent: host(n.name) },
+        );
+        return [n.name, pulumi.unsecret(f.keyHash)] as const;
+    });
+    return Object.fromEntries(files);
+}
+
 /** Ray head, a worker per other host, the gate that waits for all of them on their fabric IPs, serve on the head. */
-function buildRay({ cfg, host, head, input, endpoint }: GraphContext): BackendOutputs {
+function buildRay(ctx: GraphContext): BackendOutputs {
+    const { cfg, host, head, endpoint } = ctx;
+    const tokenHashes = rayTokenFiles(ctx);
+    const input = (n: NodeConfig): ContainerInput => ({ ...ctx.input(n), rayTokenHash: tokenHashes[n.name] });
     const ray = { objectStoreMemoryBytes: cfg.ray.objectStoreMemoryBytes };
     const rayHead = new RayHead("ray-head", { ...input(cfg.head), ...ray, host: head, ports: cfg.ray });
     const workers = cfg.workers.map(

@@ -6,7 +6,8 @@ import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
 import type { ModelConfig, NodeConfig, ServeConfig } from "../config";
 import { labelList } from "./labels";
-import { API_KEY_CONTAINER_PATH, apiKeyHostPath } from "./node";
+import { LABEL } from "../contract";
+import { API_KEY_CONTAINER_PATH, RAY_TOKEN_CONTAINER_PATH, apiKeyHostPath, rayTokenHostPath } from "./node";
 
 /** What every role's container takes from the config (plain) plus the image ID on its host (deploy-time). */
 export interface ContainerInput {
@@ -20,6 +21,12 @@ export interface ContainerInput {
     /** The serve settings: every container takes its shared memory size and restart bound from them. */
     serve: ServeConfig;
     stateDir: string;
+    /**
+     * Ray token authentication (backend ray, `ray.auth: token`): the hash of the token installed on this node (a
+     * KeyFile output, so the container starts after the file exists and a new token replaces it). The container
+     * gets RAY_AUTH_MODE=token and the token file, read-only, at RAY_TOKEN_CONTAINER_PATH.
+     */
+    rayTokenHash?: pulumi.Input<string>;
 }
 
 /** What one container adds to the shared part. */
@@ -42,6 +49,7 @@ export interface ContainerSpec {
  * container as drift.
  */
 export function containerArgs(p: ContainerInput, c: ContainerSpec): docker.ContainerArgs {
+    const auth = p.rayTokenHash;
     return {
         name: c.containerName,
         image: p.imageId,
@@ -50,10 +58,10 @@ export function containerArgs(p: ContainerInput, c: ContainerSpec): docker.Conta
         shmSize: shmSizeMb(p.serve.shmSize),
         entrypoints: c.entrypoints,
         command: c.command,
-        envs: c.envs,
-        labels: [...labelList(c.labels), ...(c.dynamicLabels ?? [])],
+        envs: auth ? mapInput(c.envs, (e) => [...e, ...RAY_TOKEN_ENV]) : c.envs,
+        labels: [...labelList(c.labels), ...(c.dynamicLabels ?? []), ...(auth ? [{ label: LABEL.rayTokenHash, value: auth }] : [])],
         volumes: c.volumes,
-        mounts: c.mounts,
+        mounts: auth ? [...(c.mounts ?? []), rayTokenMount(p.stateDir, p.node.name)] : c.mounts,
         gpus: p.node.gpuRuntime === "nvidia" ? "all" : undefined,
         restart: "on-failure",
         maxRetryCount: p.serve.maxRestarts,
@@ -75,6 +83,14 @@ export function containerOptions(
     dependsOn: pulumi.Resource[] = [],
 ): pulumi.CustomResourceOptions {
     return { parent, provider, deleteBeforeReplace: true, replaceOnChanges: ["mustRun"], dependsOn };
+}
+
+/** What makes Ray (head, worker, and vLLM as a Ray driver) require and present the token. */
+export const RAY_TOKEN_ENV = ["RAY_AUTH_MODE=token", `RAY_AUTH_TOKEN_PATH=${RAY_TOKEN_CONTAINER_PATH}`];
+
+/** The Ray token file, read-only; like the API key a `mounts` bind, so a missing file fails container creation. */
+export function rayTokenMount(stateDir: string, node: string): docker.types.input.ContainerMount {
+    return { type: "bind", source: rayTokenHostPath(stateDir, node), target: RAY_TOKEN_CONTAINER_PATH, readOnly: true };
 }
 
 /** The model directory, read-only, at its container path. */

@@ -1,68 +1,87 @@
-/** The API key file on the head: installed from stdin (never argv), removed on destroy, known by its hash. */
+/**
+ * Secret files on a host (the API key on the head, the Ray token on every Ray host): installed from stdin (never
+ * argv), checked by their hash, removed on destroy.
+ */
 import { createHash } from "crypto";
-import { apiKeyHostPath, nodeStateDir } from "./node";
+import { apiKeyHostPath, nodeStateDir, rayTokenHostPath } from "./node";
 import { shellQuote } from "./quote";
 import { SshTarget, remoteScriptCommand } from "./ssh";
 
+/** Which secret file: what it is called in messages, and where it lives on the node. */
+export interface SecretFile {
+    /** "api key", "ray token" */
+    kind: string;
+    node: string;
+    dir: string;
+    file: string;
+}
+
+export function apiKeyFile(stateDir: string, node: string): SecretFile {
+    return { kind: "api key", node, dir: nodeStateDir(stateDir, node), file: apiKeyHostPath(stateDir, node) };
+}
+
+export function rayTokenFile(stateDir: string, node: string): SecretFile {
+    return { kind: "ray token", node, dir: nodeStateDir(stateDir, node), file: rayTokenHostPath(stateDir, node) };
+}
+
 /**
- * Installs the API key on the host: the key arrives on stdin (never argv), files are created under umask 077
- * and moved into place atomically. Prints the key file path.
+ * Installs the secret on the host: it arrives on stdin (never argv), files are created under umask 077 and moved
+ * into place atomically. Prints the file path.
  */
-export function apiKeyInstallScript(stateDir: string, node: string): string {
-    const dir = nodeStateDir(stateDir, node);
-    const file = apiKeyHostPath(stateDir, node);
+export function secretInstallScript(s: SecretFile): string {
+    const file = shellQuote(s.file);
     return [
         "set -eu",
         "umask 077",
-        `mkdir -p ${shellQuote(dir)}`,
-        `tmp=${shellQuote(`${dir}/.api-key.`)}$$`,
-        // A bind mount of a missing key file makes an empty directory in its place; mv would then move the key
+        `mkdir -p ${shellQuote(s.dir)}`,
+        `tmp=${shellQuote(`${s.dir}/.${s.kind.replace(/ /g, "-")}.`)}$$`,
+        // A bind mount of a missing file makes an empty directory in its place; mv would then move the secret
         // into it. Remove such a directory; refuse anything else that is not a regular file.
-        `if [ -d ${shellQuote(file)} ]; then rmdir ${shellQuote(file)} 2>/dev/null || { echo ${shellQuote(
-            `api key install on node ${node}: ${file} is a non-empty directory; remove it`,
+        `if [ -d ${file} ]; then rmdir ${file} 2>/dev/null || { echo ${shellQuote(
+            `${s.kind} install on node ${s.node}: ${s.file} is a non-empty directory; remove it`,
         )} >&2; exit 1; }; fi`,
         `cat > "$tmp"`,
-        `if [ ! -s "$tmp" ]; then rm -f "$tmp"; echo ${shellQuote(`api key install on node ${node}: empty key on stdin`)} >&2; exit 1; fi`,
+        `if [ ! -s "$tmp" ]; then rm -f "$tmp"; echo ${shellQuote(`${s.kind} install on node ${s.node}: empty ${s.kind} on stdin`)} >&2; exit 1; fi`,
         `chmod 600 "$tmp"`,
-        `mv -f "$tmp" ${shellQuote(file)}`,
-        `echo ${shellQuote(file)}`,
+        `mv -f "$tmp" ${file}`,
+        `echo ${file}`,
     ].join("\n");
 }
 
 /**
- * A short one-way hash of the API key, carried by the serve container as a label so that a new key replaces the
- * server (which reads the key only at start). A 48-character random key cannot be recovered from it.
+ * A short one-way hash of a secret, carried by containers as a label so that a new secret replaces the containers
+ * that read it (at start). A 48-character random secret cannot be recovered from it.
  */
+export function secretHash(kind: string, secret: string): string {
+    return createHash("sha256").update(`vllm-cluster ${kind}\n${secret}`).digest("hex").slice(0, 16);
+}
+
 export function apiKeyHash(key: string): string {
-    return createHash("sha256").update(`vllm-cluster api key\n${key}`).digest("hex").slice(0, 16);
+    return secretHash("api key", key);
 }
 
 /**
- * Prints the hash (as apiKeyHash computes it) of the key file's content, or "missing" when it is not a readable,
+ * Prints the hash (as secretHash computes it) of the file's content, or "missing" when it is not a readable,
  * non-empty regular file. Read-only: what `pulumi refresh` runs.
  */
-export function apiKeyCheckScript(stateDir: string, node: string): string {
-    const file = shellQuote(apiKeyHostPath(stateDir, node));
+export function secretCheckScript(s: SecretFile): string {
+    const file = shellQuote(s.file);
     return [
         "set -eu",
         `if [ ! -f ${file} ] || [ ! -s ${file} ] || [ ! -r ${file} ]; then echo missing; exit 0; fi`,
-        `{ printf 'vllm-cluster api key\n'; cat ${file}; } | sha256sum | cut -c1-16`,
+        `{ printf '%s\\n' ${shellQuote(`vllm-cluster ${s.kind}`)}; cat ${file}; } | sha256sum | cut -c1-16`,
     ].join("\n");
 }
 
-export function apiKeyCheckCommand(t: SshTarget, stateDir: string, node: string): string {
-    return remoteScriptCommand(t, `api key check on node ${node}`, apiKeyCheckScript(stateDir, node));
+export function secretRemoveScript(s: SecretFile): string {
+    return `rm -f ${shellQuote(s.file)}`;
 }
 
-export function apiKeyRemoveScript(stateDir: string, node: string): string {
-    return `rm -f ${shellQuote(apiKeyHostPath(stateDir, node))}`;
-}
-
-/** Local command installing the key on the node; the key is its stdin. */
-export function apiKeyInstallCommand(t: SshTarget, stateDir: string, node: string): string {
-    return remoteScriptCommand(t, `api key install on node ${node}`, apiKeyInstallScript(stateDir, node));
-}
-
-export function apiKeyRemoveCommand(t: SshTarget, stateDir: string, node: string): string {
-    return remoteScriptCommand(t, `api key removal on node ${node}`, apiKeyRemoveScript(stateDir, node));
+/** The three local commands (they reach the node over ssh) a KeyFile resource runs for this file. */
+export function secretFileCommands(t: SshTarget, s: SecretFile): { installScript: string; checkScript: string; removeScript: string } {
+    return {
+        installScript: remoteScriptCommand(t, `${s.kind} install on node ${s.node}`, secretInstallScript(s)),
+        checkScript: remoteScriptCommand(t, `${s.kind} check on node ${s.node}`, secretCheckScript(s)),
+        removeScript: remoteScriptCommand(t, `${s.kind} removal on node ${s.node}`, secretRemoveScript(s)),
+    };
 }

@@ -3,6 +3,8 @@ import type { NodeConfig } from "../config";
 
 /** Where the serve container sees the API key file (bind-mounted read-only). */
 export const API_KEY_CONTAINER_PATH = "/run/vllm-cluster/api-key";
+/** Where Ray containers (and serve, a Ray driver) see the Ray token file (bind-mounted read-only). */
+export const RAY_TOKEN_CONTAINER_PATH = "/run/vllm-cluster/ray-token";
 /**
  * /tmp of the Ray head and serve containers on the head host, one host directory shared by both: the Ray session
  * directory (/tmp/ray) and the IPC sockets vLLM's Ray executor opens between the engine (in serve) and the rank
@@ -16,6 +18,9 @@ export function nodeStateDir(stateDir: string, node: string): string {
 }
 export function apiKeyHostPath(stateDir: string, node: string): string {
     return `${nodeStateDir(stateDir, node)}/api-key`;
+}
+export function rayTokenHostPath(stateDir: string, node: string): string {
+    return `${nodeStateDir(stateDir, node)}/ray-token`;
 }
 export function sharedTmpHostDir(stateDir: string, node: string): string {
     return `${nodeStateDir(stateDir, node)}/tmp`;

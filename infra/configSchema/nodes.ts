@@ -23,7 +23,7 @@ import { evenIfInvalid, problem, valid, validFields } from "./rules";
 
 /**
  * Environment the program sets itself on every container (see nodeEnv), or that must never be configured:
- * VLLM_API_KEY reaches the server only from the key file.
+ * VLLM_API_KEY and the Ray token reach the containers only from their files.
  */
 export const MANAGED_ENV: readonly string[] = [
     "VLLM_HOST_IP",
@@ -34,6 +34,9 @@ export const MANAGED_ENV: readonly string[] = [
     "RAY_ADDRESS",
     "RAY_memory_monitor_refresh_ms",
     "VLLM_API_KEY",
+    "RAY_AUTH_MODE",
+    "RAY_AUTH_TOKEN",
+    "RAY_AUTH_TOKEN_PATH",
 ];
 
 /** A node name becomes part of container labels and resource names, so it is kept to a DNS label. */

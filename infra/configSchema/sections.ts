@@ -65,6 +65,11 @@ export const rayFields = {
     objectStoreMemoryBytes: int({ min: 78643200 }).optional(),
     /** How long to wait for every node to join the Ray cluster with its GPUs. */
     readyTimeoutSeconds: positiveInt().default(300),
+    /**
+     * token (default): Ray's token authentication (Ray >= 2.52) with a generated secret token on every host, so
+     * nothing without it can submit work to the cluster; disabled: Ray's own default (no authentication).
+     */
+    auth: withDefault(oneOf(["token", "disabled"]), "token"),
 };
 
 export const raySchema = optionalSection(section(rayFields));

@@ -85,6 +85,8 @@ export const keyFileProvider: pulumi.dynamic.ResourceProvider = {
 export class KeyFile extends pulumi.dynamic.Resource {
     declare public readonly path: pulumi.Output<string>;
     declare public readonly intact: pulumi.Output<boolean>;
+    /** The installed key's hash, known once the file is in place: containers that read the file take it as data. */
+    declare public readonly keyHash: pulumi.Output<string>;
 
     constructor(name: string, args: KeyFileInputs, opts?: pulumi.CustomResourceOptions) {
         super(

@@ -4,7 +4,9 @@ import * as os from "os";
 import * as path from "path";
 import type { NodeConfig, ServeConfig } from "../../infra/config";
 import { imageEnsureScript, imageInspectScript } from "../../infra/builders/image";
-import { apiKeyHash, apiKeyInstallScript } from "../../infra/builders/key";
+import { apiKeyFile, apiKeyHash, secretInstallScript } from "../../infra/builders/key";
+
+const apiKeyInstallScript = (stateDir: string, node: string) => secretInstallScript(apiKeyFile(stateDir, node));
 import { containerLabels } from "../../infra/builders/labels";
 import { nodeEnv } from "../../infra/builders/node";
 import { preflightCommand, preflightScript } from "../../infra/builders/preflight";

@@ -29,6 +29,7 @@ describe("committed stacks validate", () => {
         const c = validateConfig(raw);
         expect(c.backend).toBe("ray");
         expect(c.native).toEqual({ masterPort: 29500 });
+        expect(c.ray.auth).toBe("token");
         const n = validateConfig(loadStackRaw("local-native"));
         expect(n.backend).toBe("native");
         expect(n.native.masterPort).toBe(29500);
@@ -164,6 +165,12 @@ const cases: [string, (r: Raw) => void, string[]][] = [
     ],
     ["unknown key (typo)", (r) => (r.nodes[0].fabricIP = r.nodes[0].fabricIp), ["nodes[0].fabricIP: unknown key"]],
     ["unknown backend", (r) => (r.backend = "slurm"), ['backend: "slurm" must be one of ray, native']],
+    ["unknown Ray auth mode", (r) => (r.ray.auth = "none"), ['ray.auth: "none" must be one of token, disabled']],
+    [
+        "node env sets the Ray token",
+        (r) => (r.nodes[0].env = { RAY_AUTH_TOKEN: "hunter2" }),
+        ["nodes[0].env.RAY_AUTH_TOKEN: is set by the program (or must never be configured) and cannot be overridden"],
+    ],
     [
         "native: master port clashes with serve on the head",
         (r) => {

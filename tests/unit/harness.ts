@@ -20,6 +20,7 @@ const yaml = require("js-yaml") as { load(s: string): unknown };
 
 export const PROJECT = "vllm-cluster";
 export const MOCK_API_KEY = "MOCKAPIKEY0123456789abcdefghijklmnopqrstuvwxyzXYZ";
+export const MOCK_RAY_TOKEN = "MOCKRAYTOKEN456789abcdefghijklmnopqrstuvwxyzXYZ01";
 
 /** Options of a resource as given to its constructor; resources by logical name ("" for none). */
 export interface Options {
@@ -104,9 +105,13 @@ function mockState(args: pulumi.runtime.MockResourceArgs, salt: string): { id: s
                 const result = JSON.stringify(args.name.endsWith("-probe") ? report : { ready: true });
                 return { id: `${args.name}-${h(inputs)}`, state: { ...inputs, result, healthy: true } };
             }
+            if ("keyHash" in inputs) {
+                // KeyFile: installed where its install script puts it
+                return { id: args.name, state: { ...inputs, path: `/${args.name}`, intact: true } };
+            }
             return { id: `${inputs.node}/${inputs.ref}`, state: { ...inputs, imageId: `sha256:${h(inputs)}` } };
         case "random:index/randomPassword:RandomPassword":
-            return { id: args.name, state: { ...inputs, result: `${MOCK_API_KEY}${salt}` } };
+            return { id: args.name, state: { ...inputs, result: `${args.name === "ray-token" ? MOCK_RAY_TOKEN : MOCK_API_KEY}${salt}` } };
         case "command:local:Command": {
             let stdout = "";
             if (args.name.endsWith("-preflight")) {

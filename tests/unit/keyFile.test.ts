@@ -5,7 +5,7 @@
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
-import { apiKeyCheckScript, apiKeyHash, apiKeyInstallScript, apiKeyRemoveScript } from "../../infra/builders/key";
+import { apiKeyFile, apiKeyHash, secretCheckScript, secretInstallScript, secretRemoveScript } from "../../infra/builders/key";
 import { apiKeyHostPath } from "../../infra/builders/node";
 import { keyFileProvider } from "../../infra/providers/keyFile";
 
@@ -16,9 +16,9 @@ let file: string;
 function inputs(key = KEY) {
     return {
         what: "api key file on node spark-1",
-        installScript: apiKeyInstallScript(stateDir, "spark-1"),
-        checkScript: apiKeyCheckScript(stateDir, "spark-1"),
-        removeScript: apiKeyRemoveScript(stateDir, "spark-1"),
+        installScript: secretInstallScript(apiKeyFile(stateDir, "spark-1")),
+        checkScript: secretCheckScript(apiKeyFile(stateDir, "spark-1")),
+        removeScript: secretRemoveScript(apiKeyFile(stateDir, "spark-1")),
         key,
         keyHash: apiKeyHash(key),
     };
@@ -77,7 +77,7 @@ test("a new key is an update that rewrites the file in place", async () => {
 
 test("an empty key is refused and nothing is installed", async () => {
     await expect(keyFileProvider.create!(inputs(""))).rejects.toThrow(
-        /api key file on node spark-1: install failed.*\n.*empty key on stdin/,
+        /api key file on node spark-1: install failed.*\n.*empty api key on stdin/,
     );
     expect(fs.existsSync(file)).toBe(false);
 });

@@ -75,8 +75,10 @@ function expectedGraph(cfg: ClusterConfig): [string, string, string, string][] {
     for (const n of cfg.nodes) {
         rows.push([n.name, T.node, "", ""], [`${n.name}-docker`, T.provider, n.name, ""], [`${n.name}-preflight`, T.command, n.name, ""]);
         rows.push([`image-${n.name}`, T.presence, "image", ""]);
+        if (cfg.ray.auth === "token") rows.push([`${n.name}-ray-token-file`, T.dynamic, n.name, ""]);
     }
     rows.push(["image", T.image, "", ""]);
+    if (cfg.ray.auth === "token") rows.push(["ray-token", T.password, "", ""]);
     rows.push(["ray-head", T.rayHead, "", ""], ["ray-head-container", T.container, "ray-head", `${cfg.head.name}-docker`]);
     for (const w of cfg.workers) {
         rows.push(
@@ -289,6 +291,9 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
             NCCL_IB_HCA: "rocep1s0f1,roceP2p1s0f1",
             RAY_memory_monitor_refresh_ms: "0",
             RAY_ADDRESS: "192.168.200.12:6379",
+            // Ray token authentication: the token itself only in the read-only file
+            RAY_AUTH_MODE: "token",
+            RAY_AUTH_TOKEN_PATH: "/run/vllm-cluster/ray-token",
         });
         expect(serve.inputs.volumes).toEqual([
             {
@@ -304,6 +309,12 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
                 type: "bind",
                 source: "/home/aurora/.local/state/vllm-cluster/spark-1/api-key",
                 target: "/run/vllm-cluster/api-key",
+                readOnly: true,
+            },
+            {
+                type: "bind",
+                source: "/home/aurora/.local/state/vllm-cluster/spark-1/ray-token",
+                target: "/run/vllm-cluster/ray-token",
                 readOnly: true,
             },
         ]);
@@ -464,6 +475,7 @@ describe("restart scope: exactly these resources see changed inputs", () => {
                 "spark-3",
                 "spark-3-docker",
                 "spark-3-preflight",
+                "spark-3-ray-token-file",
             ],
             removed: [],
             changed: ["cluster-ready-probe", "serve-container", "serve-readiness"],
@@ -480,7 +492,8 @@ describe("spark stack: dependencies are data", () => {
             const c = deps[`ray-worker-${w.name}-container`];
             expect(c.image).toEqual([`image-${w.name}`]);
             expect(c.command).toEqual(["ray-head-container"]);
-            expect(c.labels).toEqual(["ray-head-container"]);
+            // the head's ID, and the token file's hash (the file exists before the worker starts)
+            expect(c.labels).toEqual(["ray-head-container", "ray-token", `${w.name}-ray-token-file`]);
             expect(deps[`image-${w.name}`].expectedId).toEqual([`image-${cfg.image.sourceNode}`]);
         }
         for (const n of cfg.nodes) {
@@ -489,7 +502,7 @@ describe("spark stack: dependencies are data", () => {
         expect(deps["cluster-ready-probe"].triggers).toEqual(
             ["ray-head-container", ...cfg.workers.map((w) => `ray-worker-${w.name}-container`)].sort(),
         );
-        expect(deps["serve-container"].labels).toEqual(["api-key", "cluster-ready-probe"]);
+        expect(deps["serve-container"].labels).toEqual(["api-key", "cluster-ready-probe", "ray-token", `${cfg.head.name}-ray-token-file`]);
         expect(deps["serve-container"].image).toEqual([`image-${cfg.head.name}`]);
         expect(deps["serve-readiness"].triggers).toEqual(["serve-container"]);
         expect(deps["serve-api-key-file"].key).toEqual(["api-key"]);
@@ -528,7 +541,8 @@ describe("spark stack: a changed upstream output changes the inputs of exactly w
 describe("dynamic providers reach the engine serialized (real closure serialization, nothing mocked)", () => {
     test("each loads as a module whose provider diffs as the source does", async () => {
         const dynamic = runs.local.resources.filter((r) => r.type === T.dynamic);
-        expect(dynamic).toHaveLength(configs.local.nodes.length + 3);
+        // per node: image presence and the Ray token file; the gate, the key file and serve readiness
+        expect(dynamic).toHaveLength(configs.local.nodes.length * 2 + 3);
         for (const r of dynamic) {
             const mod = { exports: {} as { handler?: () => pulumi.dynamic.ResourceProvider } };
             vm.runInNewContext(r.serializedProvider ?? "", { exports: mod.exports, require });
@@ -711,9 +725,12 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
             "cluster-ready-probe",
             "ray-head",
             "ray-head-container",
+            "ray-token",
             "ray-worker-spark-2",
             "ray-worker-spark-2-container",
             "serve-container",
+            "spark-1-ray-token-file",
+            "spark-2-ray-token-file",
         ]);
     });
 });
