@@ -5,6 +5,7 @@ import { imagePinned } from "./imagePinned";
 import { noPortClash } from "./noPortClash";
 import { parallelismMatchesGpus } from "./parallelismMatchesGpus";
 import { rayDashboardLoopback } from "./rayDashboardLoopback";
+import { rayTokenAuth } from "./rayTokenAuth";
 import { serveRequiresApiKey } from "./serveRequiresApiKey";
 
 new PolicyPack("vllm-cluster", {
@@ -17,5 +18,6 @@ new PolicyPack("vllm-cluster", {
         serveRequiresApiKey,
         gpuContainersHostIpc,
         imagePinned,
+        rayTokenAuth,
     ],
 });

@@ -43,5 +43,6 @@ grep -q "gpu-memory-utilization" "$WORK/bad.log" && grep -qi "mandatory" "$WORK/
   pass "bad fixture: the mandatory gpu-memory-utilization violation is listed by name" ||
   fail "bad fixture: gpu-memory-utilization named as a mandatory violation"
 grep -q "image-pinned" "$WORK/bad.log" && pass "bad fixture: image-pinned advisory listed" || fail "bad fixture: image-pinned advisory listed"
+grep -q "ray-token-auth" "$WORK/bad.log" && pass "bad fixture: ray-token-auth advisory listed" || fail "bad fixture: ray-token-auth advisory listed"
 
 finish

@@ -14,7 +14,7 @@ describe("vllm-cluster policy pack", () => {
         expect(name).toBe("vllm-cluster");
     });
 
-    it("assembles the seven policies with unique names", () => {
+    it("assembles the eight policies with unique names", () => {
         const names = args.policies.map((p) => p.name);
         expect(names).toEqual([
             "gpu-memory-utilization",
@@ -24,14 +24,17 @@ describe("vllm-cluster policy pack", () => {
             "serve-requires-api-key",
             "gpu-containers-host-ipc",
             "image-pinned",
+            "ray-token-auth",
         ]);
     });
 
-    it("makes every policy mandatory except the image-pinning advisory", () => {
+    it("makes every policy mandatory except the image-pinning and Ray token advisories", () => {
         const levels = Object.fromEntries(args.policies.map((p) => [p.name, p.enforcementLevel]));
         expect(levels["image-pinned"]).toBe("advisory");
+        // advisory: ray.auth: disabled is a deliberate setting (e.g. a Ray older than 2.52), reported, not blocked
+        expect(levels["ray-token-auth"]).toBe("advisory");
         for (const [policyName, level] of Object.entries(levels)) {
-            if (policyName !== "image-pinned") expect(level).toBe("mandatory");
+            if (!["image-pinned", "ray-token-auth"].includes(policyName)) expect(level).toBe("mandatory");
         }
     });
 

@@ -73,6 +73,8 @@ function nodeLabels(role: string, node: string, ports: Record<string, number>): 
 }
 
 /** A compliant Ray head on spark-1. */
+export const RAY_AUTH_ENV = ["RAY_AUTH_MODE=token", "RAY_AUTH_TOKEN_PATH=/run/vllm-cluster/ray-token"];
+
 export function rayHead(): ContainerProps {
     return {
         image: IMAGE_ID,
@@ -92,7 +94,7 @@ export function rayHead(): ContainerProps {
             "--num-gpus=1",
             "--block",
         ],
-        envs: ["NCCL_SOCKET_IFNAME=enp1s0f1np1", "VLLM_HOST_IP=192.168.200.12"],
+        envs: ["NCCL_SOCKET_IFNAME=enp1s0f1np1", "VLLM_HOST_IP=192.168.200.12", ...RAY_AUTH_ENV],
         networkMode: "host",
         ipcMode: "host",
         shmSize: 65536,
@@ -107,7 +109,7 @@ export function rayWorker(node = "spark-2"): ContainerProps {
         labels: labels(nodeLabels("ray-worker", node, {}), {}),
         entrypoints: ["/usr/bin/env"],
         command: ["ray", "start", "--address=192.168.200.12:6379", "--node-ip-address=192.168.200.13", "--num-gpus=1", "--block"],
-        envs: ["NCCL_SOCKET_IFNAME=enp1s0f1np1", "VLLM_HOST_IP=192.168.200.13"],
+        envs: ["NCCL_SOCKET_IFNAME=enp1s0f1np1", "VLLM_HOST_IP=192.168.200.13", ...RAY_AUTH_ENV],
         networkMode: "host",
         shmSize: 65536,
     };
