@@ -15,6 +15,8 @@ export interface ClusterReadyArgs {
     timeoutSeconds: number;
     /** IDs of every Ray container: a replaced container re-runs the probe. */
     containerIds: pulumi.Input<string>[];
+    /** The Roster's version: a host joining or leaving re-runs the probe, after leaving hosts were cleared. */
+    roster: pulumi.Input<string>;
 }
 
 export interface ClusterReport {
@@ -50,7 +52,7 @@ export class ClusterReady extends pulumi.ComponentResource {
                 what: `cluster readiness on node ${args.head.node.name}`,
                 waitScript: address.apply((a) => clusterReadyCommand(args.head.ssh, spec(a, args.timeoutSeconds))),
                 checkScript: address.apply((a) => clusterReadyCommand(args.head.ssh, spec(a, 0))),
-                triggers: args.containerIds,
+                triggers: [...args.containerIds, args.roster],
             },
             { parent: this },
         );

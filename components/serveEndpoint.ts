@@ -33,6 +33,8 @@ export interface ServeEndpointArgs {
     model: Pick<ModelConfig, "servedName">;
     /** The server's containers, the one that serves the API first. */
     containers: ServeContainer[];
+    /** Started only after these (the Roster: hosts that left the stack are cleared first). */
+    after?: pulumi.Resource[];
 }
 
 /**
@@ -73,7 +75,11 @@ export class ServeEndpoint extends pulumi.ComponentResource {
         for (const c of args.containers) {
             const earlier = this.containers.map((x) => x.id);
             this.containers.push(
-                new docker.Container(c.name, c.args(keyHash, earlier), containerOptions(this, c.host.provider, [this.apiKeyFile])),
+                new docker.Container(
+                    c.name,
+                    c.args(keyHash, earlier),
+                    containerOptions(this, c.host.provider, [this.apiKeyFile, ...(args.after ?? [])]),
+                ),
             );
         }
 

@@ -9,10 +9,12 @@ import { SparkNode } from "../components/sparkNode";
 import { ContainerInput } from "./builders/containers";
 import { dashboardTunnelHint } from "./builders/ray";
 import { nativeRankContainerArgs, serveContainerArgs } from "./builders/serveContainers";
-import { sshTargetOf } from "./builders/ssh";
+import { remoteScriptCommand, sshTargetOf } from "./builders/ssh";
 import { joinFingerprint } from "./builders/vllm";
 import { rayTokenFile, secretFileCommands, secretHash } from "./builders/key";
 import { KeyFile } from "./providers/keyFile";
+import { Roster } from "./providers/roster";
+import { stackContainersRemoveScript } from "./builders/node";
 import { ClusterConfig, NodeConfig } from "./config";
 import { PortSettings, nodePorts, portNumbers } from "./contract";
 
@@ -48,6 +50,7 @@ export function nodeListenPorts(cfg: ClusterConfig, node: NodeConfig): number[] 
 /** What both backends' graphs take: the config, the hosts, the API key and how to build a container's input. */
 interface GraphContext {
     cfg: ClusterConfig;
+    roster: Roster;
     host: (name: string) => SparkNode;
     head: SparkNode;
     /** What every container on `node` takes from the config, and the image ID on that host. */
@@ -72,8 +75,15 @@ export function buildCluster(cfg: ClusterConfig, stack: string): ClusterOutputs 
 
     const image = new ImageDistribution("image", { ...cfg.image, nodes: [...hosts.values()] });
     const apiKey = new random.RandomPassword("api-key", { length: API_KEY_LENGTH, special: false });
+    const roster = new Roster("roster", {
+        members: cfg.nodes.map((n) => ({
+            name: n.name,
+            evictScript: remoteScriptCommand(host(n.name).ssh, `clearing node ${n.name}`, stackContainersRemoveScript(stack)),
+        })),
+    });
     const ctx: GraphContext = {
         cfg,
+        roster,
         host,
         head,
         input: (node) => ({
@@ -93,6 +103,7 @@ export function buildCluster(cfg: ClusterConfig, stack: string): ClusterOutputs 
                 serve: cfg.serve,
                 model: cfg.model,
                 containers,
+                after: [roster],
             }),
     };
     return {
@@ -177,6 +188,7 @@ function buildRay(ctx: GraphContext): BackendOutputs {
         gpus: cfg.totalGpus,
         timeoutSeconds: cfg.ray.readyTimeoutSeconds,
         containerIds: [rayHead.container.id, ...workers.map((w) => w.container.id)],
+        roster: ctx.roster.version,
     });
     const serve = endpoint([
         {

@@ -1,5 +1,7 @@
 /** Facts about one node every container builder needs: its host paths and the environment of its containers. */
 import type { NodeConfig } from "../config";
+import { LABEL } from "../contract";
+import { shellQuote } from "./quote";
 
 /** Where the serve container sees the API key file (bind-mounted read-only). */
 export const API_KEY_CONTAINER_PATH = "/run/vllm-cluster/api-key";
@@ -47,4 +49,9 @@ export function nodeEnv(n: NodeConfig): string[] {
         env.push(`${k}=${n.env[k]}`);
     }
     return env;
+}
+
+/** Removes every container of `stack` from the host it runs on (the Roster's eviction of a host leaving the stack). */
+export function stackContainersRemoveScript(stack: string): string {
+    return `ids=$(docker ps -aq --filter ${shellQuote(`label=${LABEL.stack}=${stack}`)}); [ -z "$ids" ] || docker rm -f $ids >/dev/null`;
 }

@@ -105,6 +105,15 @@ function mockState(args: pulumi.runtime.MockResourceArgs, salt: string): { id: s
                 const result = JSON.stringify(args.name.endsWith("-probe") ? report : { ready: true });
                 return { id: `${args.name}-${h(inputs)}`, state: { ...inputs, result, healthy: true } };
             }
+            if ("members" in inputs) {
+                // Roster: its version is the member names
+                const members = inputs.members as { name: string }[];
+                const version = members
+                    .map((m) => m.name)
+                    .sort()
+                    .join(",");
+                return { id: args.name, state: { ...inputs, version, unreachable: [] } };
+            }
             if ("keyHash" in inputs) {
                 // KeyFile: installed where its install script puts it
                 return { id: args.name, state: { ...inputs, path: `/${args.name}`, intact: true } };

@@ -7,6 +7,7 @@ import { apiKeyHash } from "../../infra/builders/key";
 import { SERVE_ENTRYPOINT, joinFingerprint } from "../../infra/builders/vllm";
 import { hostCheckProvider } from "../../infra/providers/hostCheck";
 import { keyFileProvider } from "../../infra/providers/keyFile";
+import { rosterProvider } from "../../infra/providers/roster";
 import { imagePresenceProvider } from "../../infra/providers/imagePresence";
 import {
     MOCK_API_KEY,
@@ -87,7 +88,7 @@ function expectedGraph(cfg: ClusterConfig): [string, string, string, string][] {
         );
     }
     rows.push(["cluster-ready", T.ready, "", ""], ["cluster-ready-probe", T.dynamic, "cluster-ready", ""]);
-    rows.push(["api-key", T.password, "", ""]);
+    rows.push(["api-key", T.password, "", ""], ["roster", T.dynamic, "", ""]);
     rows.push(
         ["serve", T.serve, "", ""],
         ["serve-api-key-file", T.dynamic, "serve", ""],
@@ -187,7 +188,14 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
             expect(get(run, `image-${n.name}`).inputs.hostArch).toBe(facts.arch);
         }
         const probe = get(run, "cluster-ready-probe");
-        expect(probe.inputs.triggers).toEqual([head.id, ...cfg.workers.map((w) => get(run, `ray-worker-${w.name}-container`).id)]);
+        const roster = cfg.nodes
+            .map((n) => n.name)
+            .sort()
+            .join(",");
+        expect(probe.inputs.triggers).toEqual([head.id, ...cfg.workers.map((w) => get(run, `ray-worker-${w.name}-container`).id), roster]);
+        expect(get(run, "roster").inputs.members).toEqual(
+            cfg.nodes.map((n) => ({ name: n.name, evictScript: expect.stringContaining(`label=vllm-cluster.stack=${stack}`) })),
+        );
         const serve = get(run, "serve-container");
         // the key reaches the server as data: its hash in a label, so a new key replaces the server
         expect(serve.inputs.image).toBe(imageIdOn(run, cfg.head.name));
@@ -478,7 +486,8 @@ describe("restart scope: exactly these resources see changed inputs", () => {
                 "spark-3-ray-token-file",
             ],
             removed: [],
-            changed: ["cluster-ready-probe", "serve-container", "serve-readiness"],
+            // the roster records the new member: the gate re-runs after it
+            changed: ["cluster-ready-probe", "roster", "serve-container", "serve-readiness"],
         });
     });
 });
@@ -500,7 +509,7 @@ describe("spark stack: dependencies are data", () => {
             expect(deps[`image-${n.name}`].hostArch).toEqual([`${n.name}-preflight`]);
         }
         expect(deps["cluster-ready-probe"].triggers).toEqual(
-            ["ray-head-container", ...cfg.workers.map((w) => `ray-worker-${w.name}-container`)].sort(),
+            ["ray-head-container", ...cfg.workers.map((w) => `ray-worker-${w.name}-container`), "roster"].sort(),
         );
         expect(deps["serve-container"].labels).toEqual(["api-key", "cluster-ready-probe", "ray-token", `${cfg.head.name}-ray-token-file`]);
         expect(deps["serve-container"].image).toEqual([`image-${cfg.head.name}`]);
@@ -542,14 +551,27 @@ describe("dynamic providers reach the engine serialized (real closure serializat
     test("each loads as a module whose provider diffs as the source does", async () => {
         const dynamic = runs.local.resources.filter((r) => r.type === T.dynamic);
         // per node: image presence and the Ray token file; the gate, the key file and serve readiness
-        expect(dynamic).toHaveLength(configs.local.nodes.length * 2 + 3);
+        expect(dynamic).toHaveLength(configs.local.nodes.length * 2 + 4);
         for (const r of dynamic) {
             const mod = { exports: {} as { handler?: () => pulumi.dynamic.ResourceProvider } };
             vm.runInNewContext(r.serializedProvider ?? "", { exports: mod.exports, require });
             const loaded = mod.exports.handler!();
-            const source = "waitScript" in r.inputs ? hostCheckProvider : "keyHash" in r.inputs ? keyFileProvider : imagePresenceProvider;
+            const source =
+                "waitScript" in r.inputs
+                    ? hostCheckProvider
+                    : "keyHash" in r.inputs
+                      ? keyFileProvider
+                      : "members" in r.inputs
+                        ? rosterProvider
+                        : imagePresenceProvider;
             expect(Object.keys(loaded).sort()).toEqual(Object.keys(source).sort());
-            const news = { ...r.inputs, ref: "other:tag", triggers: ["other"], keyHash: "other" };
+            const news = {
+                ...r.inputs,
+                ref: "other:tag",
+                triggers: ["other"],
+                keyHash: "other",
+                members: [{ name: "other", evictScript: "" }],
+            };
             const diff = await loaded.diff!(r.id, r.outputs, news);
             expect(diff.changes).toBe(true);
             expect(diff).toEqual(await source.diff!(r.id, r.outputs, news));
@@ -576,7 +598,7 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
             );
             rows.push([`image-${n.name}`, T.presence, "image", ""]);
         }
-        rows.push(["image", T.image, "", ""], ["api-key", T.password, "", ""]);
+        rows.push(["image", T.image, "", ""], ["api-key", T.password, "", ""], ["roster", T.dynamic, "", ""]);
         rows.push(
             ["serve", NATIVE_T, "", ""],
             ["serve-api-key-file", T.dynamic, "serve", ""],
