@@ -1,35 +1,28 @@
 /**
  * `unit` (program against Pulumi mocks) and `policy` (policy pack): run with -w 1 on shared CPUs.
- * `integration` (simulated hosts, direct driver): only tests/integration/run.sh selects it, with --runInBand.
+ * `integration` (simulated hosts, the real engine): only tests/integration/run.sh selects it, with --runInBand.
+ * `faults` (simulated hosts, the real engine, one fault per test): only tests/faults/run.sh selects it.
+ * `bench` (simulated hosts, the real engine, the manual procedure): only bench/run.sh selects it.
  */
 const tsJest = ["ts-jest", { tsconfig: "tsconfig.json", isolatedModules: false }];
+
+/** One jest project: the TypeScript tests under `root`. */
+const project = (displayName, root) => ({
+    displayName,
+    testEnvironment: "node",
+    roots: [`<rootDir>/${root}`],
+    testMatch: ["**/*.test.ts"],
+    transform: { "^.+\\.ts$": tsJest },
+    moduleFileExtensions: ["ts", "js", "json"],
+});
 
 /** @type {import('jest').Config} */
 module.exports = {
     projects: [
-        {
-            displayName: "unit",
-            testEnvironment: "node",
-            roots: ["<rootDir>/tests/unit"],
-            testMatch: ["**/*.test.ts"],
-            transform: { "^.+\\.ts$": tsJest },
-            moduleFileExtensions: ["ts", "js", "json"],
-        },
-        {
-            displayName: "policy",
-            testEnvironment: "node",
-            roots: ["<rootDir>/tests/policy"],
-            testMatch: ["**/*.test.ts"],
-            transform: { "^.+\\.ts$": tsJest },
-            moduleFileExtensions: ["ts", "js", "json"],
-        },
-        {
-            displayName: "integration",
-            testEnvironment: "node",
-            roots: ["<rootDir>/tests/integration"],
-            testMatch: ["**/*.test.ts"],
-            transform: { "^.+\\.ts$": tsJest },
-            moduleFileExtensions: ["ts", "js", "json"],
-        },
+        project("unit", "tests/unit"),
+        project("policy", "tests/policy"),
+        project("integration", "tests/integration"),
+        project("faults", "tests/faults"),
+        project("bench", "bench"),
     ],
 };

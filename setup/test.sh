@@ -59,7 +59,7 @@ static_checks() {
     (apt-get install -y -qq shellcheck >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq shellcheck >/dev/null 2>&1; }) || true
   fi
   command -v shellcheck >/dev/null || { echo "shellcheck: not installed and could not be installed"; return 1; }
-  mapfile -t scripts < <(git ls-files '*.sh' setup tests | grep -E '\.sh$|/testbed$' | sort -u)
+  mapfile -t scripts < <(git ls-files '*.sh' setup tests bench | grep -E '\.sh$|/testbed$' | sort -u)
   shellcheck -S warning "${scripts[@]}" && echo "shellcheck: ${#scripts[@]} scripts clean"
 }
 
@@ -100,6 +100,7 @@ if ((fast == 0)); then
   for t in tests/integration/run.sh tests/e2e/run.sh tests/e2e/policy.sh tests/gitops/preview-local.sh; do
     [[ -f "$t" ]] && stage "$(sed -n 's/^# stage: //p' "$t" | head -n 1)" bash "$t"
   done
+  stage "$(sed -n 's/^# stage: //p' bench/run.sh | head -n 1)" bash bench/run.sh --smoke
   stage "tear down the simulated hosts and the machine engine (and check nothing is left)" \
     tests/testbed/testbed down --machine-engine
 fi

@@ -78,17 +78,29 @@ export interface OpResult {
     seconds: number;
     output: string;
     error?: string;
+    /** The engine's events, each with the time it arrived (`receivedMs`), for setup/timeline.py. */
+    events: (EngineEvent & { receivedMs: number })[];
 }
 
 const nameOf = (urn: string) => urn.split("::").pop() ?? urn;
 
-function collector(): { onEvent: (e: EngineEvent) => void; ops: Record<string, OpType>; diffs: Record<string, string[]> } {
+interface Collector {
+    onEvent: (e: EngineEvent) => void;
+    ops: Record<string, OpType>;
+    diffs: Record<string, string[]>;
+    events: OpResult["events"];
+}
+
+function collector(): Collector {
     const ops: Record<string, OpType> = {};
     const diffs: Record<string, string[]> = {};
+    const events: OpResult["events"] = [];
     return {
         ops,
         diffs,
+        events,
         onEvent: (e: EngineEvent) => {
+            events.push({ ...e, receivedMs: Date.now() });
             const m = e.resOutputsEvent?.metadata ?? e.resourcePreEvent?.metadata;
             // The stack and the providers are plumbing: the default dynamic provider, for one, takes the whole
             // stack config as input and shows an update on every config change without touching a resource.
@@ -112,7 +124,7 @@ function collector(): { onEvent: (e: EngineEvent) => void; ops: Record<string, O
 async function run(
     p: Project,
     what: string,
-    f: (c: ReturnType<typeof collector>, onOutput: (s: string) => void) => Promise<{ outputs?: Record<string, { value: unknown }> }>,
+    f: (c: Collector, onOutput: (s: string) => void) => Promise<{ outputs?: Record<string, { value: unknown }> }>,
 ): Promise<OpResult> {
     const c = collector();
     const lines: string[] = [];
@@ -121,7 +133,15 @@ async function run(
         const r = await f(c, (s) => lines.push(s));
         const outputs = Object.fromEntries(Object.entries(r.outputs ?? {}).map(([k, v]) => [k, v.value]));
         p.lastOutput = lines;
-        return { ok: true, ops: c.ops, diffs: c.diffs, outputs, seconds: (Date.now() - t0) / 1000, output: lines.join("") };
+        return {
+            ok: true,
+            ops: c.ops,
+            diffs: c.diffs,
+            events: c.events,
+            outputs,
+            seconds: (Date.now() - t0) / 1000,
+            output: lines.join(""),
+        };
     } catch (e) {
         p.lastOutput = lines;
         const error = e instanceof Error ? e.message : String(e);
@@ -129,6 +149,7 @@ async function run(
             ok: false,
             ops: c.ops,
             diffs: c.diffs,
+            events: c.events,
             outputs: {},
             seconds: (Date.now() - t0) / 1000,
             output: lines.join(""),
@@ -225,4 +246,9 @@ export function changed(r: OpResult): string[] {
         .filter(([, op]) => op !== "same" && op !== "read")
         .map(([n, op]) => `${op} ${n}`)
         .sort();
+}
+
+/** Writes an operation's events as JSON lines, the format of `pulumi up --event-log` (plus `receivedMs`). */
+export function writeEvents(r: OpResult, file: string): void {
+    fs.writeFileSync(file, r.events.map((e) => JSON.stringify(e)).join("\n") + "\n");
 }

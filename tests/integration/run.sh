@@ -11,18 +11,9 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root" || exit 1
 
-if [[ $(id -u) != 0 ]]; then
-  echo "integration: FAILED: the simulated hosts need root (network namespaces, dockerd per host)" >&2
-  exit 1
-fi
-[[ -d node_modules ]] || npm ci --no-audit --no-fund || exit 1
-# shellcheck source=../../setup/env.sh
-source setup/env.sh || { echo "integration: FAILED: setup/toolchain.sh could not provide the toolchain" >&2; exit 1; }
-
-existing=$(ip netns list 2>/dev/null | awk '{print $1}' | sed -n 's/^vcl-h\([0-9][0-9]*\)$/\1/p' | sort -n | tail -n 1)
-hosts=$((${existing:-0} > 2 ? existing : 2))
-echo "integration: testbed up $hosts"
-timeout 3600 tests/testbed/testbed up "$hosts" || { echo "integration: FAILED: testbed up $hosts" >&2; exit 1; }
+# shellcheck source=../lib/testbed-stage.sh
+source tests/lib/testbed-stage.sh
+testbed_stage integration 2 || exit 1
 
 timings="${TMPDIR:-/tmp}/vllm-cluster-integration-timings.json"
 rm -f "$timings"

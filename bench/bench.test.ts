@@ -1,0 +1,209 @@
+/**
+ * `npm run bench` (bench/run.sh): `pulumi up` of the `local` stack on the simulated hosts against the manual
+ * procedure (bench/manual.sh) on the same hosts, image and model, side by side in one run, each figure over
+ * VCL_BENCH_REPEATS repeats (min, median, max). Writes bench/results.json, bench/timeline.{txt,json} (the first
+ * cold up's engine events, for setup/timeline.py) and prints a table. Its assertions are only that each measured
+ * run worked (the deployment answered); the goals are reported, not enforced.
+ */
+import * as fs from "fs";
+import * as path from "path";
+import { Project, destroy, editConfig, expectOk, openProject, up, writeEvents } from "../tests/integration/engine";
+import { Hosts, runArgv, sshdAccepted, stackConfig } from "../tests/integration/hosts";
+import { chat } from "../tests/integration/support";
+
+const STACK = "local";
+const TESTBED = process.env.VCL_TESTBED_DIR ?? "/var/lib/vllm-cluster-testbed";
+const REPEATS = Number(process.env.VCL_BENCH_REPEATS ?? "3");
+const OUT = process.env.VCL_BENCH_OUT ?? __dirname;
+const MANUAL_KEY = "bench-manual-procedure-key";
+
+type Figure = { runs: number[]; min: number; median: number; max: number; unit: string; note: string };
+const runs: Record<string, { unit: string; note: string; values: number[] }> = {};
+
+function record(name: string, value: number, unit: string, note: string): void {
+    (runs[name] ??= { unit, note, values: [] }).values.push(Math.round(value * 100) / 100);
+}
+
+function summarize(): Record<string, Figure> {
+    const out: Record<string, Figure> = {};
+    for (const [name, r] of Object.entries(runs)) {
+        const s = [...r.values].sort((a, b) => a - b);
+        out[name] = {
+            runs: r.values,
+            min: s[0],
+            median: s[Math.floor((s.length - 1) / 2)],
+            max: s[s.length - 1],
+            unit: r.unit,
+            note: r.note,
+        };
+    }
+    return out;
+}
+
+let p: Project;
+let hosts: Hosts;
+const names = () => hosts.cfg.nodes.map((n) => n.name);
+
+function sshCount(): number {
+    return Object.values(sshdAccepted(TESTBED, names())).reduce((a, b) => a + b, 0);
+}
+
+/** Runs `f`, returns its seconds and the ssh connections the hosts accepted meanwhile. */
+async function measured<T>(f: () => Promise<T>): Promise<{ value: T; seconds: number; ssh: number }> {
+    const ssh0 = sshCount();
+    const t0 = Date.now();
+    const value = await f();
+    return { value, seconds: (Date.now() - t0) / 1000, ssh: sshCount() - ssh0 };
+}
+
+function manualEnv(): Record<string, string> {
+    const c = hosts.cfg;
+    const env: Record<string, string> = {
+        MANUAL_SSH_CONFIG: path.join(TESTBED, "ssh", "config"),
+        MANUAL_HOSTS: c.nodes.map((n) => `${n.name}=${n.fabricIp}`).join(" "),
+        MANUAL_IMAGE: c.image.ref,
+        MANUAL_MODEL: `${c.model.hostPath}:${c.model.containerPath}:${c.model.servedName}`,
+        MANUAL_SERVE_ARGS: ["--max-model-len", String(c.serve.maxModelLen), ...c.serve.extraArgs].join(" "),
+        MANUAL_PORT: String(c.serve.port),
+        MANUAL_KEY,
+    };
+    c.nodes.forEach(
+        (n, i) =>
+            (env[`MANUAL_ENV_${i}`] = Object.entries(n.env)
+                .map(([k, v]) => `${k}=${v}`)
+                .join(" ")),
+    );
+    return env;
+}
+
+async function manual(action: "up" | "down"): Promise<void> {
+    const r = await runArgv(
+        ["env", ...Object.entries(manualEnv()).map(([k, v]) => `${k}=${v}`), "bash", path.join(__dirname, "manual.sh"), action],
+        {
+            timeoutMs: 1_200_000,
+        },
+    );
+    if (r.code !== 0) {
+        throw new Error(`bench/manual.sh ${action} failed (exit ${r.code}): ${r.stderr.trim().split("\n").slice(-10).join("\n")}`);
+    }
+}
+
+/** No container of the program or of the manual procedure on any host, and no image on the hosts it is copied to. */
+async function clean(): Promise<void> {
+    await manual("down");
+    for (const n of hosts.cfg.nodes) {
+        await hosts.on(
+            n.name,
+            ["sh", "-c", "docker rm -f $(docker ps -aq --filter label=vllm-cluster.managed=true) 2>/dev/null; true"],
+            120_000,
+        );
+        if (n.name !== hosts.cfg.image.sourceNode) {
+            await hosts.docker(n.name, ["image", "rm", "--force", hosts.cfg.image.ref]);
+        }
+    }
+}
+
+async function benchManual(): Promise<void> {
+    await clean();
+    const m = await measured(() => manual("up"));
+    record("manual: bring-up", m.seconds, "s", "bench/manual.sh up: image copy, Ray head, worker, ray status, serve, a completion");
+    record("manual: ssh connections", m.ssh, "count", "sshd 'Accepted publickey' lines during bench/manual.sh up");
+    const c = await chat(`http://${hosts.cfg.head.sshHost}:${hosts.cfg.serve.port}/v1`, hosts.cfg.model.servedName, MANUAL_KEY);
+    expect(c.status).toBe(200);
+    await manual("down");
+}
+
+async function benchPulumi(first: boolean): Promise<void> {
+    await clean();
+    expectOk(await destroy(p)); // the containers are gone: the state follows
+    const cold = await measured(() => up(p));
+    expectOk(cold.value);
+    record("pulumi: cold up", cold.seconds, "s", "pulumi up from an empty stack, image copied, until readiness answers");
+    record("pulumi: ssh connections, cold up", cold.ssh, "count", "sshd 'Accepted publickey' lines during the cold up");
+    if (first) {
+        writeEvents(cold.value, path.join(OUT, "timeline-events.jsonl"));
+    }
+    const key = String(cold.value.outputs.apiKey);
+    expect((await chat(String(cold.value.outputs.endpoint), hosts.cfg.model.servedName, key)).status).toBe(200);
+
+    const noop = await measured(() => up(p));
+    expectOk(noop.value);
+    record("pulumi: no-op up", noop.seconds, "s", "a second pulumi up with nothing changed");
+    record("pulumi: ssh connections, no-op up", noop.ssh, "count", "sshd 'Accepted publickey' lines during the no-op up");
+
+    const before = hosts.cfg.serve.maxModelLen ?? 512;
+    editConfig(p, (c) => ((c.serve as Record<string, unknown>).maxModelLen = before - 128));
+    const change = await measured(() => up(p));
+    editConfig(p, (c) => ((c.serve as Record<string, unknown>).maxModelLen = before));
+    expectOk(change.value);
+    record("pulumi: serve-argument change", change.seconds, "s", "serve.maxModelLen changed: serve and readiness replaced");
+
+    const d = await measured(() => destroy(p));
+    expectOk(d.value);
+    record("pulumi: destroy", d.seconds, "s", "pulumi destroy");
+}
+
+/** The image stream itself: `docker save | ssh | docker load` and a raw `cat > /dev/null` of the same bytes. */
+async function benchImageLink(): Promise<void> {
+    const { ref, sourceNode } = hosts.cfg.image;
+    const dst = names().find((n) => n !== sourceNode)!;
+    const cfg = path.join(TESTBED, "ssh", "config");
+    const pipe = async (sink: string) => {
+        const t0 = Date.now();
+        const r = await runArgv(
+            ["bash", "-o", "pipefail", "-c", `ssh -F ${cfg} ${sourceNode} docker save ${ref} | ssh -F ${cfg} ${dst} '${sink}'`],
+            {
+                timeoutMs: 1_200_000,
+            },
+        );
+        if (r.code !== 0) throw new Error(`image stream to ${dst}: ${r.stderr}`);
+        return { seconds: (Date.now() - t0) / 1000, out: r.stdout.trim() };
+    };
+    await hosts.docker(dst, ["image", "rm", "--force", ref]);
+    const load = await pipe("docker load >/dev/null");
+    const raw = await pipe("wc -c");
+    const bytes = Number(raw.out);
+    record("image: docker save | ssh | docker load", load.seconds, "s", `${(bytes / 1e9).toFixed(2)} GB from ${sourceNode} to ${dst}`);
+    record("image: raw ssh cat of the same bytes", raw.seconds, "s", "docker save | ssh cat: the link and the save alone");
+    record("image: throughput ratio (load / raw)", raw.seconds / load.seconds, "ratio", "bytes per second of the copy over the raw stream");
+}
+
+beforeAll(async () => {
+    p = await openProject(STACK, "vcl-bench-");
+    hosts = new Hosts(stackConfig(p.stackFile));
+}, 120_000);
+
+afterAll(async () => {
+    if (p) {
+        await clean().catch(() => undefined);
+        await destroy(p);
+    }
+}, 600_000);
+
+test(
+    "bench: pulumi up against the manual procedure, change costs, image stream",
+    async () => {
+        for (let i = 0; i < REPEATS; i++) {
+            // alternate the order so neither always runs on a warmer machine
+            if (i % 2 === 0) {
+                await benchPulumi(i === 0);
+                await benchManual();
+            } else {
+                await benchManual();
+                await benchPulumi(false);
+            }
+            await benchImageLink();
+        }
+        const figures = summarize();
+        const ratio = (a: string, b: string) => figures[a].median / figures[b].median;
+        const ratios = {
+            "cold up / manual bring-up": ratio("pulumi: cold up", "manual: bring-up"),
+            "no-op up / cold up": ratio("pulumi: no-op up", "pulumi: cold up"),
+            "serve-argument change / cold up": ratio("pulumi: serve-argument change", "pulumi: cold up"),
+        };
+        const result = { repeats: REPEATS, hosts: names().length, when: new Date().toISOString(), figures, ratios };
+        fs.writeFileSync(path.join(OUT, "results.json"), JSON.stringify(result, null, 2) + "\n");
+        expect(figures["pulumi: ssh connections, no-op up"].max).toBe(0);
+    },
+    REPEATS * 1_800_000,
+);

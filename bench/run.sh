@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# stage: benchmark smoke (pulumi up against the manual procedure, once; the timeline chart)
+#
+#   sudo npm run bench              3 repeats; writes bench/results.json, bench/timeline.{txt,json,png}
+#   sudo npm run bench -- --smoke   1 repeat into a temporary directory (what `npm test` runs): the bench works,
+#                                   its goals are not checked
+#
+# Runs `pulumi up` of the `local` stack on the simulated hosts (tests/testbed) side by side with bench/manual.sh,
+# the manual procedure, on the same hosts, image and model; see bench/bench.test.ts for what is measured.
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root" || exit 1
+
+out=$root/bench repeats=${VCL_BENCH_REPEATS:-3}
+if [[ ${1:-} == --smoke ]]; then
+  out=$(mktemp -d "${TMPDIR:-/tmp}/vcl-bench.XXXXXX") repeats=1
+fi
+# shellcheck source=../tests/lib/testbed-stage.sh
+source tests/lib/testbed-stage.sh
+testbed_stage bench 2 || exit 1
+
+echo "bench: $repeats repeat(s), results in $out"
+VCL_BENCH_REPEATS=$repeats VCL_BENCH_OUT=$out timeout $((repeats * 1800 + 600)) \
+  npx jest --selectProjects bench --runInBand --ci || { echo "bench: FAILED: a measured run failed" >&2; exit 1; }
+
+bash setup/timeline.sh "$out/timeline-events.jsonl" --title "pulumi up of the local stack from empty (2 simulated hosts)" \
+  --png "$out/timeline.png" --json "$out/timeline.json" >"$out/timeline.txt" || { echo "bench: FAILED: timeline" >&2; exit 1; }
+rm -f "$out/timeline-events.jsonl"
+cat "$out/timeline.txt"
+echo
+node -e '
+const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+console.log(`bench: ${r.repeats} repeat(s) on ${r.hosts} simulated hosts (min / median / max)`);
+for (const [k, f] of Object.entries(r.figures))
+  console.log(`  ${k.padEnd(44)} ${[f.min, f.median, f.max].map((v) => String(v).padStart(8)).join(" ")}  ${f.unit}`);
+for (const [k, v] of Object.entries(r.ratios)) console.log(`  ${k.padEnd(44)} ${v.toFixed(2).padStart(8)}`);
+' "$out/results.json"
+echo "bench: chart $out/timeline.png"
