@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# stage: benchmark smoke (pulumi up against the manual procedure, once; the timeline chart)
+# stage: benchmark smoke (the Pulumi side once: cold up, no-op up, serve change, destroy; the timeline chart)
 #
 #   sudo npm run bench              3 repeats; writes bench/results.json, bench/timeline.{txt,json,png}
-#   sudo npm run bench -- --smoke   1 repeat into a temporary directory (what `npm test` runs): the bench works,
-#                                   its goals are not checked
+#   sudo npm run bench -- --smoke   the Pulumi side once into a temporary directory (what `npm test` runs): the
+#                                   bench works; its goals are not checked and the manual procedure does not run
 #
 # Runs `pulumi up` of the `local` stack on the simulated hosts (tests/testbed) side by side with bench/manual.sh,
 # the manual procedure, on the same hosts, image and model; see bench/bench.test.ts for what is measured.
@@ -14,6 +14,7 @@ cd "$root" || exit 1
 out=$root/bench repeats=${VCL_BENCH_REPEATS:-3}
 if [[ ${1:-} == --smoke ]]; then
   out=$(mktemp -d "${TMPDIR:-/tmp}/vcl-bench.XXXXXX") repeats=1
+  export VCL_BENCH_SMOKE=1
 fi
 # shellcheck source=../tests/lib/testbed-stage.sh
 source tests/lib/testbed-stage.sh
