@@ -421,7 +421,7 @@ describe("cluster readiness probe", () => {
         expect(clusterReadyCommand(target, spec)).toMatchSnapshot();
     });
 
-    /** Runs the probe with a stand-in `ray` module whose nodes() returns `nodes`. */
+    /** Runs the probe with a fake `ray` module whose nodes() returns `nodes`. */
     function probe(nodes: object[]): { status: number | null; stdout: string; stderr: string } {
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), "probe-"));
         fs.writeFileSync(

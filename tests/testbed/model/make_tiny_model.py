@@ -14,7 +14,8 @@ Architecture: Qwen2ForCausalLM, 2 layers, hidden 128, 4 attention heads
 128,...}), 2 KV heads, intermediate 256, tied embeddings, bf16, vocab 512,
 ByteLevel BPE tokenizer with a ChatML chat template.
 
---head-dim 16 (hidden 64) exists only to reproduce the "passes /health, dies on
+--heads 6 (hidden 192, 6 KV heads, intermediate 384, vocabulary 576) divides by tensor parallel 2 and 3: the
+model of the scale test (a third host joins and leaves). --head-dim 16 (hidden 64) exists only to reproduce the "passes /health, dies on
 the first request" failure of the CPU attention backend.
 """
 import argparse
@@ -79,6 +80,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out_dir")
     ap.add_argument("--head-dim", type=int, default=32, help="32 (default) or 16 (broken on vLLM CPU)")
+    ap.add_argument(
+        "--heads",
+        type=int,
+        default=4,
+        help="attention heads: 4 (default; 2 KV heads: tensor parallel 1 or 2) or 6 (6 KV heads: tensor parallel 1, 2 or 3)",
+    )
     args = ap.parse_args()
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -90,17 +97,27 @@ def main():
     hf_logging.disable_progress_bar()
 
     torch.use_deterministic_algorithms(True)
-    heads, kv_heads = 4, 2
+    heads = args.heads
+    kv_heads = 2 if heads == 4 else heads
     hidden = heads * args.head_dim
+    # the MLP is split across tensor-parallel ranks too: divisible by 2 and, for 6 heads, by 3
+    intermediate = 256 if heads == 4 else 384
 
     tokenizer = build_tokenizer()
+    vocab = VOCAB
+    if heads != 4:
+        # tensor parallel 3 splits the vocabulary too (vLLM pads it to a multiple of 64, then divides it by the TP
+        # size): 576 = 9 x 64. Reserved special tokens fill the tokenizer to that size, so every id decodes.
+        vocab = 576
+        reserved = [f"<|reserved_{i}|>" for i in range(vocab - len(tokenizer))]
+        tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", *reserved]})
     eos_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
     pad_id = tokenizer.convert_tokens_to_ids("<|endoftext|>")
 
     config = Qwen2Config(
-        vocab_size=VOCAB,
+        vocab_size=vocab,
         hidden_size=hidden,
-        intermediate_size=256,
+        intermediate_size=intermediate,
         num_hidden_layers=2,
         num_attention_heads=heads,
         num_key_value_heads=kv_heads,
@@ -139,7 +156,7 @@ def main():
     size = sum(os.path.getsize(os.path.join(args.out_dir, f)) for f in os.listdir(args.out_dir))
     print(
         f"tiny Qwen2 -> {args.out_dir}: params={n_params} hidden={hidden} head_dim={args.head_dim} "
-        f"layers=2 heads={heads}/{kv_heads} vocab={VOCAB} (tokenizer {len(tokenizer)}) "
+        f"layers=2 heads={heads}/{kv_heads} vocab={vocab} (tokenizer {len(tokenizer)}) "
         f"eos={eos_id} pad={pad_id} files={sorted(os.listdir(args.out_dir))} bytes={size}"
     )
 
