@@ -1,5 +1,7 @@
 /** The `vllm serve` command lines of both backends and the entrypoint that hands the server its key. */
 import { createHash } from "crypto";
+import * as fs from "fs";
+import * as path from "path";
 import type { ModelConfig, NodeConfig, ServeConfig } from "../config";
 import { API_KEY_CONTAINER_PATH, nodeEnv } from "./node";
 
@@ -15,6 +17,15 @@ export const NO_API_KEY_EXIT = 78;
  * regular file (missing, a directory that a bind mount made in its place, unreadable, empty) the server is never
  * started, because vLLM with an empty VLLM_API_KEY serves everyone.
  */
+/**
+ * The key on every route but health, metrics and version (infra/scripts/vllm_cluster_guard.py): vLLM's own
+ * --api-key leaves /invocations, /tokenize, /scale_elastic_ep and more open. Written into the container at start and loaded
+ * with --middleware, so it works with any vLLM image.
+ */
+export const GUARD_PY = fs.readFileSync(path.join(__dirname, "..", "scripts", "vllm_cluster_guard.py"), "utf8");
+const GUARD_DIR = "/tmp/vllm-cluster-guard";
+const GUARD_EOF = "VLLM_CLUSTER_GUARD_PY";
+
 export const SERVE_ENTRYPOINT = [
     "/bin/sh",
     "-c",
@@ -23,8 +34,12 @@ export const SERVE_ENTRYPOINT = [
         `k=`,
         `if [ -f "$f" ] && [ -r "$f" ]; then k="$(cat "$f")"; fi`,
         `if [ -z "$k" ]; then echo "vllm-serve: no API key in $f (missing, not a file, unreadable or empty); refusing to serve without one" >&2; exit ${NO_API_KEY_EXIT}; fi`,
-        `VLLM_API_KEY="$k" exec "$@"`,
-    ].join("; "),
+        `mkdir -p ${GUARD_DIR} || exit 1`,
+        `cat > ${GUARD_DIR}/vllm_cluster_guard.py <<'${GUARD_EOF}' || exit 1`,
+        GUARD_PY.trimEnd(),
+        GUARD_EOF,
+        `PYTHONPATH="${GUARD_DIR}\${PYTHONPATH:+:$PYTHONPATH}" VLLM_API_KEY="$k" exec "$@" --middleware vllm_cluster_guard.RequireKey`,
+    ].join("\n"),
     "vllm-serve",
 ];
 

@@ -4,7 +4,8 @@
  * tests/integration/run.sh (root, testbed up, toolchain on PATH), never by the unit run.
  */
 import * as fs from "fs";
-import { apiKeyHostPath } from "../../infra/builders/node";
+import { RAY_TOKEN_ENV } from "../../infra/builders/containers";
+import { RAY_TOKEN_CONTAINER_PATH, apiKeyHostPath, rayTokenHostPath } from "../../infra/builders/node";
 import { CONTAINER } from "../../infra/contract";
 import {
     OpResult,
@@ -248,7 +249,8 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
 
     test("a Ray worker registered with its management IP fails the gate naming the host, within its bound", async () => {
         // The seeds' failure: Ray on the worker took the management address while vLLM used the fabric IP. An extra
-        // Ray node started by hand on spark-2 with the management IP reproduces it next to the program's worker.
+        // Ray node started by hand on spark-2 with the management IP reproduces it next to the program's worker. It
+        // gets the cluster's Ray token (the host's token file): without it Ray refuses it and the gate never sees it.
         const headAddress = `${hosts.node(head).fabricIp}:${hosts.cfg.ray.gcsPort}`;
         const rogue = "vcl-it-rogue-worker";
         await hosts.docker(worker, ["rm", "-f", rogue]);
@@ -260,6 +262,9 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
             rogue,
             "--network",
             "host",
+            "-v",
+            `${rayTokenHostPath(hosts.cfg.stateDir, worker)}:${RAY_TOKEN_CONTAINER_PATH}:ro`,
+            ...RAY_TOKEN_ENV.flatMap((e) => ["-e", e]),
             "--entrypoint",
             "/usr/bin/env",
             hosts.cfg.image.ref,
@@ -320,6 +325,21 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
         // up returned only once the server answers
         expect((await chat(endpoint, model, apiKey)).status).toBe(200);
     }, 1_800_000);
+
+    test("the image removed out of band from spark-2: up --refresh copies it to that host only, and nothing else changes", async () => {
+        const before = await ids();
+        const ssh0 = sshdAccepted(TESTBED, [head, worker]);
+        await hosts.must(worker, ["docker", "image", "rm", "--force", hosts.cfg.image.ref]);
+        expect(await hosts.imageId(worker, hosts.cfg.image.ref)).toBe("");
+        const r = expectOk(await timedUp("image-removed-copied-again", { refresh: true }));
+        // the copy restores the same image ID, so no container that runs it needs replacing
+        expect(changed(r)).toEqual(["update image-spark-2"]);
+        expect(await hosts.imageId(worker, hosts.cfg.image.ref)).not.toBe("");
+        expect(await ids()).toEqual(before);
+        const ssh = sshdAccepted(TESTBED, [head, worker]);
+        timings["image-removed-ssh-connections"] = ssh[head] + ssh[worker] - ssh0[head] - ssh0[worker];
+        expect((await chat(endpoint, model, apiKey)).status).toBe(200);
+    }, 1_200_000);
 
     test("destroy removes every container and the key file, and leaves an empty state", async () => {
         const r = expectOk(await destroy(p));

@@ -22,7 +22,7 @@ import {
 import { serveReadinessScript } from "../../infra/builders/readiness";
 import { shmSizeMb } from "../../infra/builders/containers";
 import { SshTarget, dockerHostUrl, remoteScriptCommand, sshArgv, sshOptions } from "../../infra/builders/ssh";
-import { NO_API_KEY_EXIT, SERVE_ENTRYPOINT, joinFingerprint, nativeServeCommand, serveCommand } from "../../infra/builders/vllm";
+import { GUARD_PY, NO_API_KEY_EXIT, SERVE_ENTRYPOINT, joinFingerprint, nativeServeCommand, serveCommand } from "../../infra/builders/vllm";
 
 const target: SshTarget = {
     user: "aurora",
@@ -541,12 +541,18 @@ describe("vllm serve", () => {
         expect(SERVE_ENTRYPOINT[3]).toBe("vllm-serve");
         // the entrypoint really passes the command through, with the key only in the environment
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ep-"));
-        const script = SERVE_ENTRYPOINT[2].replace("/run/vllm-cluster/api-key", path.join(dir, "k"));
+        const script = SERVE_ENTRYPOINT[2]
+            .replace("/run/vllm-cluster/api-key", path.join(dir, "k"))
+            .replaceAll("/tmp/vllm-cluster-guard", dir);
         fs.writeFileSync(path.join(dir, "k"), "s3cret");
-        const r = spawnSync("/bin/sh", ["-c", script, "vllm-serve", "sh", "-c", 'printf "%s|%s" "$VLLM_API_KEY" "$0"', "zero"], {
-            encoding: "utf8",
-        });
-        expect(r.stdout).toBe("s3cret|zero");
+        const r = spawnSync(
+            "/bin/sh",
+            ["-c", script, "vllm-serve", "sh", "-c", 'printf "%s|%s|%s|%s" "$VLLM_API_KEY" "$0" "$*" "$PYTHONPATH"', "zero"],
+            { encoding: "utf8", env: { PATH: process.env.PATH } },
+        );
+        // the key in the environment; the server gets the guard as --middleware, importable from its directory
+        expect(r.stdout).toBe(`s3cret|zero|--middleware vllm_cluster_guard.RequireKey|${dir}`);
+        expect(fs.readFileSync(path.join(dir, "vllm_cluster_guard.py"), "utf8")).toBe(GUARD_PY.trimEnd() + "\n");
         fs.rmSync(dir, { recursive: true });
     });
 
@@ -559,7 +565,7 @@ describe("vllm serve", () => {
         const keyFile = path.join(dir, "k");
         make(keyFile);
         const ran = path.join(dir, "ran");
-        const script = SERVE_ENTRYPOINT[2].replace("/run/vllm-cluster/api-key", keyFile);
+        const script = SERVE_ENTRYPOINT[2].replace("/run/vllm-cluster/api-key", keyFile).replaceAll("/tmp/vllm-cluster-guard", dir);
         const r = spawnSync("/bin/sh", ["-c", script, "vllm-serve", "sh", "-c", `touch ${ran}`], { encoding: "utf8" });
         expect(r.status).toBe(NO_API_KEY_EXIT);
         expect(r.stderr).toContain(`vllm-serve: no API key in ${keyFile}`);

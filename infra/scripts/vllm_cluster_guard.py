@@ -1,0 +1,54 @@
+"""API key on every route of vLLM's server but health, metrics and version.
+
+vLLM's own --api-key guards only the paths under /v1, /v2, /inference and /cohere: /invocations (a completion
+endpoint), /tokenize, /detokenize, /scale_elastic_ep and others answer anyone. The serve container's
+entrypoint loads this module with `vllm serve ... --middleware vllm_cluster_guard.RequireKey`; it reads the key
+from VLLM_API_KEY (set by the entrypoint from the key file) and refuses every request without it, except OPEN.
+Without a key in the environment it refuses everything but OPEN (fails closed).
+"""
+
+import hashlib
+import os
+import secrets
+
+# Read-only, and nothing about the model or its inputs: what load balancers and Prometheus need without a key.
+OPEN = frozenset(["/health", "/ping", "/metrics", "/version"])
+UNAUTHORIZED = b'{"error":"Unauthorized"}'
+
+
+def _digest(value):
+    return hashlib.sha256(value.encode("utf-8")).digest()
+
+
+def authorized(headers, key):
+    """True when the headers carry `Authorization: Bearer <key>` (and key is not empty)."""
+    if not key:
+        return False
+    value = dict(headers).get(b"authorization", b"").decode("latin-1")
+    scheme, _, token = value.partition(" ")
+    return scheme.lower() == "bearer" and secrets.compare_digest(_digest(token), _digest(key))
+
+
+def route(scope):
+    root = scope.get("root_path", "")
+    path = scope.get("path", "")
+    return path[len(root):] if root and path.startswith(root) else path
+
+
+class RequireKey:
+    """Pure ASGI middleware (vLLM adds a class given to --middleware with app.add_middleware)."""
+
+    def __init__(self, app):
+        self.app = app
+        self.key = os.environ.get("VLLM_API_KEY", "")
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] not in ("http", "websocket") or scope.get("method") == "OPTIONS":
+            return await self.app(scope, receive, send)
+        if route(scope) in OPEN or authorized(scope.get("headers") or [], self.key):
+            return await self.app(scope, receive, send)
+        if scope["type"] == "websocket":
+            return await send({"type": "websocket.close", "code": 1008})
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(UNAUTHORIZED)).encode())]
+        await send({"type": "http.response.start", "status": 401, "headers": headers})
+        await send({"type": "http.response.body", "body": UNAUTHORIZED})

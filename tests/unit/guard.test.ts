@@ -1,0 +1,84 @@
+/**
+ * infra/scripts/vllm_cluster_guard.py, the ASGI middleware the serve entrypoint loads into vLLM: run by python3
+ * against a stand-in app that records what reached it (no vLLM needed: the module uses only the standard library).
+ */
+import { spawnSync } from "child_process";
+import * as path from "path";
+
+const MODULE_DIR = path.join(__dirname, "..", "..", "infra", "scripts");
+
+/** Sends each request through RequireKey and returns "status" per request (200 = reached the app). */
+function through(requests: { path: string; method?: string; auth?: string; type?: string }[], key: string | undefined): string[] {
+    const py = `
+import asyncio, json, os, sys
+import vllm_cluster_guard as g
+async def app(scope, receive, send):
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"ok"})
+async def one(r):
+    sent = []
+    async def send(m): sent.append(m)
+    headers = [(b"authorization", r["auth"].encode())] if r.get("auth") is not None else []
+    scope = {"type": r.get("type", "http"), "method": r.get("method", "POST"), "path": r["path"], "headers": headers}
+    await g.RequireKey(app)(scope, None, send)
+    return str(sent[0].get("status", sent[0].get("code")))
+print(json.dumps([asyncio.run(one(r)) for r in json.loads(sys.argv[1])]))
+`;
+    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, PYTHONPATH: MODULE_DIR };
+    if (key !== undefined) env.VLLM_API_KEY = key;
+    const r = spawnSync("python3", ["-c", py, JSON.stringify(requests)], { encoding: "utf8", env });
+    if (r.status !== 0) throw new Error(r.stderr);
+    return JSON.parse(r.stdout) as string[];
+}
+
+test("vLLM's unguarded routes need the key: /invocations, /tokenize, /pause, /scale_elastic_ep", () => {
+    const routes = ["/invocations", "/tokenize", "/detokenize", "/pause", "/scale_elastic_ep", "/v1/chat/completions", "/load"];
+    expect(
+        through(
+            routes.map((p) => ({ path: p })),
+            "k3y",
+        ),
+    ).toEqual(routes.map(() => "401"));
+    expect(
+        through(
+            routes.map((p) => ({ path: p, auth: "Bearer k3y" })),
+            "k3y",
+        ),
+    ).toEqual(routes.map(() => "200"));
+});
+
+test("a wrong key, another scheme or a bare key is refused", () => {
+    expect(
+        through(
+            [
+                { path: "/invocations", auth: "Bearer nope" },
+                { path: "/invocations", auth: "Basic k3y" },
+                { path: "/invocations", auth: "k3y" },
+            ],
+            "k3y",
+        ),
+    ).toEqual(["401", "401", "401"]);
+});
+
+test("health, ping, metrics and version stay open; OPTIONS passes (CORS preflight)", () => {
+    expect(
+        through(
+            ["/health", "/ping", "/metrics", "/version"].map((p) => ({ path: p, method: "GET" })),
+            "k3y",
+        ),
+    ).toEqual(["200", "200", "200", "200"]);
+    expect(through([{ path: "/invocations", method: "OPTIONS" }], "k3y")).toEqual(["200"]);
+});
+
+test("no key in the environment: everything but the open routes is refused (fails closed)", () => {
+    expect(
+        through(
+            [{ path: "/invocations", auth: "Bearer " }, { path: "/v1/models", auth: "Bearer anything" }, { path: "/health" }],
+            undefined,
+        ),
+    ).toEqual(["401", "401", "200"]);
+});
+
+test("a websocket without the key is closed with policy violation", () => {
+    expect(through([{ path: "/v1/realtime", type: "websocket" }], "k3y")).toEqual(["1008"]);
+});
