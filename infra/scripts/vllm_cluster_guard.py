@@ -1,6 +1,6 @@
 """API key on every route of vLLM's server but health, metrics and version.
 
-vLLM's own --api-key guards only the paths under /v1, /v2, /inference and /cohere: /invocations (a completion
+vLLM's own key check guards only the paths under /v1, /v2, /inference and /cohere: /invocations (a completion
 endpoint), /tokenize, /detokenize, /scale_elastic_ep and others answer anyone. The serve container's
 entrypoint loads this module with `vllm serve ... --middleware vllm_cluster_guard.RequireKey`; it reads the key
 from VLLM_API_KEY (set by the entrypoint from the key file) and refuses every request without it, except OPEN.
