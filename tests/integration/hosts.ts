@@ -45,6 +45,8 @@ export function runArgv(argv: string[], opts: { timeoutMs?: number; input?: stri
             clearTimeout(timer);
             resolve({ code: code ?? -1, stdout, stderr });
         });
+        // a command that exits before reading its stdin closes the pipe: that is not an error of the command
+        child.stdin.on("error", () => undefined);
         child.stdin.end(opts.input ?? "");
     });
 }
