@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# stage: benchmark smoke (the Pulumi side once: cold up, no-op up, serve change, destroy; the timeline chart)
+# stage: benchmark smoke (the Pulumi side once: cold up, no-op up, destroy; the timeline chart)
 #
 #   sudo npm run bench              3 repeats; writes bench/results.json, bench/timeline.{txt,json,png}
 #   sudo npm run bench -- --smoke   the Pulumi side once into a temporary directory (what `npm test` runs): the
