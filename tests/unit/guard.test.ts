@@ -24,7 +24,7 @@ async def one(r):
     return str(sent[0].get("status", sent[0].get("code")))
 print(json.dumps([asyncio.run(one(r)) for r in json.loads(sys.argv[1])]))
 `;
-    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, PYTHONPATH: MODULE_DIR };
+    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, PYTHONPATH: MODULE_DIR, PYTHONDONTWRITEBYTECODE: "1" };
     if (key !== undefined) env.VLLM_API_KEY = key;
     const r = spawnSync("python3", ["-c", py, JSON.stringify(requests)], { encoding: "utf8", env });
     if (r.status !== 0) throw new Error(r.stderr);
