@@ -46,6 +46,11 @@ async function rayIds(): Promise<string[]> {
 }
 
 /** Restores the simulated hosts' sshd and Docker engines (idempotent: starts only what is not running). */
+/** Makes spark-2 unreachable: its sshd stops (restoreHosts starts it again). */
+async function stopWorkerSshd(): Promise<void> {
+    await runArgv(["sh", "-c", "kill $(cat /run/vcl-h2/sshd.pid)"]);
+}
+
 async function restoreHosts(): Promise<void> {
     const r = await runArgv(["tests/testbed/testbed", "up", "2"], { timeoutMs: 600_000 });
     if (r.code !== 0) throw new Error(`testbed up 2: ${r.stderr}`);
@@ -254,7 +259,7 @@ test("host key mismatch: refused before any command runs on that host, naming it
 }, 600_000);
 
 test("unreachable host: up --refresh fails within 60 s naming it; when it returns, up converges", async () => {
-    await runArgv(["sh", "-c", "kill $(cat /run/vcl-h2/sshd.pid)"]);
+    await stopWorkerSshd();
     const r = await up(p, { refresh: true });
     expect(r.ok).toBe(false);
     expect(r.output + r.error).toMatch(/10\.231\.0\.12/);
@@ -290,7 +295,7 @@ test("a host's Docker engine restarted (as after a reboot): one up --refresh bri
 }, 1_200_000);
 
 test("destroy with a host unreachable fails naming it; when it returns, destroy leaves nothing", async () => {
-    await runArgv(["sh", "-c", "kill $(cat /run/vcl-h2/sshd.pid)"]);
+    await stopWorkerSshd();
     const r = await destroy(p);
     expect(r.ok).toBe(false);
     expect(r.output + r.error).toMatch(/10\.231\.0\.12/);

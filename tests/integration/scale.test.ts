@@ -19,6 +19,18 @@ let endpoint = "";
 let apiKey = "";
 const third = { name: "spark-3", sshHost: "10.231.0.13", fabricIp: "10.232.0.13" };
 
+/** What belongs to spark-3 alone: created when it joins, deleted when it leaves. */
+const SPARK3_OWN = [
+    "image-spark-3",
+    "ray-worker-spark-3",
+    "ray-worker-spark-3-container",
+    "spark-3",
+    "spark-3-preflight",
+    "spark-3-ray-token-file",
+];
+/** What depends on the host list: re-checked and restarted on either change. */
+const HOST_LIST_DEPENDENTS = { replace: ["cluster-ready-probe", "serve-container", "serve-readiness"], update: ["roster"] };
+
 type RawNode = Record<string, unknown> & { name: string; env: Record<string, string> };
 
 /** Resource names by engine step, without `skip` (e.g. "same"). */
@@ -80,16 +92,8 @@ test("adding spark-3 (TP 2 -> 3): its host, image, token file and worker are cre
     const r = expectOk(await up(p));
     timings["scale: add a host"] = Math.round(r.seconds * 10) / 10;
     expect(opsExcept(r, "same")).toEqual({
-        create: [
-            "image-spark-3",
-            "ray-worker-spark-3",
-            "ray-worker-spark-3-container",
-            "spark-3",
-            "spark-3-preflight",
-            "spark-3-ray-token-file",
-        ],
-        replace: ["cluster-ready-probe", "serve-container", "serve-readiness"],
-        update: ["roster"],
+        create: SPARK3_OWN,
+        ...HOST_LIST_DEPENDENTS,
     });
     expect([await hosts.containerId("spark-1", CONTAINER.rayHead), await hosts.containerId("spark-2", CONTAINER.rayWorker)]).toEqual(
         before,
@@ -105,16 +109,8 @@ test("removing spark-3 again converges in one up: its worker is cleared before t
     const r = expectOk(await up(p));
     timings["scale: remove a host"] = Math.round(r.seconds * 10) / 10;
     expect(opsExcept(r, "same")).toEqual({
-        delete: [
-            "image-spark-3",
-            "ray-worker-spark-3",
-            "ray-worker-spark-3-container",
-            "spark-3",
-            "spark-3-preflight",
-            "spark-3-ray-token-file",
-        ],
-        replace: ["cluster-ready-probe", "serve-container", "serve-readiness"],
-        update: ["roster"],
+        delete: SPARK3_OWN,
+        ...HOST_LIST_DEPENDENTS,
     });
     expect(await hosts.projectContainers("spark-1", STACK)).toEqual(["vllm-ray-head running", "vllm-serve running"]);
     const left = await runArgv([
