@@ -1,6 +1,7 @@
 import * as pulumi from "@pulumi/pulumi";
-import type { ImageSource } from "../infra/config";
+import type { ImageConfig, ImageSource } from "../infra/config";
 import { ImageOrigin, imageEnsureScript, imageInspectScript, imageOrigin } from "../infra/builders/image";
+import { ImageChain } from "../infra/providers/imageChain";
 import { ImagePresence } from "../infra/providers/imagePresence";
 import { SparkNode } from "./sparkNode";
 
@@ -11,6 +12,8 @@ export interface ImageDistributionArgs {
     source: ImageSource;
     /** Node holding the image when source is host. */
     sourceNode?: string;
+    /** chain (default): one stream that every host loads and forwards at once; relay: one stream per host. */
+    distribution?: ImageConfig["distribution"];
     /** Every node that must run the image. */
     nodes: SparkNode[];
 }
@@ -19,6 +22,8 @@ export interface ImageDistributionArgs {
  * Makes the image present on every host and exposes the image ID per host; containers take that ID as their
  * image, so a changed image replaces exactly the containers on hosts whose ID changed. Hosts are independent
  * resources and copy in parallel; with source=host the source host's ID is the expected ID everywhere else.
+ * With distribution=chain one ImageChain resource first streams the image along all hosts that lack it (each loads
+ * and forwards at once), so the per-host resources find it present and only verify its ID and architecture.
  */
 export class ImageDistribution extends pulumi.ComponentResource {
     /** Image ID by node name. */
@@ -39,6 +44,7 @@ export class ImageDistribution extends pulumi.ComponentResource {
         }
         const sourceNode = origin.kind === "host" ? args.nodes.find((n) => n.node.name === args.sourceNode) : undefined;
 
+        const chain = this.chain(name, args, origin, sourceNode);
         const presence = (n: SparkNode, expectedId?: pulumi.Input<string>) =>
             new ImagePresence(
                 `${name}-${n.node.name}`,
@@ -50,7 +56,7 @@ export class ImageDistribution extends pulumi.ComponentResource {
                     expectedId,
                     hostArch: n.arch,
                 },
-                { parent: this },
+                { parent: this, dependsOn: chain ? [chain] : [] },
             );
 
         const ids: Record<string, pulumi.Output<string>> = {};
@@ -66,5 +72,22 @@ export class ImageDistribution extends pulumi.ComponentResource {
         this.imageIds = ids;
 
         this.registerOutputs({ imageIds: this.imageIds });
+    }
+
+    /** The chain copy to every host but the source, unless distribution=relay, a registry, or nothing to copy to. */
+    private chain(name: string, args: ImageDistributionArgs, origin: ImageOrigin, sourceNode?: SparkNode): ImageChain | undefined {
+        const members = args.nodes.filter((n) => n !== sourceNode);
+        if ((args.distribution ?? "chain") !== "chain" || origin.kind === "registry" || members.length === 0) {
+            return undefined;
+        }
+        return new ImageChain(
+            `${name}-chain`,
+            {
+                ref: args.ref,
+                source: origin.kind === "host" ? { kind: "host", node: origin.node, target: origin.target } : { kind: "local" },
+                members: members.map((n) => ({ node: n.node.name, target: n.ssh })),
+            },
+            { parent: this },
+        );
     }
 }

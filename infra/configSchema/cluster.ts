@@ -121,7 +121,7 @@ function portsDoNotClash(p: Parts, ctx: z.RefinementCtx): void {
 const sectionsSchema = section(clusterFields);
 
 function withSourceNode(image: ImageConfig, head: NodeConfig): ImageConfig {
-    return { ref: image.ref, source: image.source, sourceNode: image.source === "host" ? (image.sourceNode ?? head.name) : undefined };
+    return { ...image, sourceNode: image.source === "host" ? (image.sourceNode ?? head.name) : undefined };
 }
 
 function assemble(c: z.output<typeof sectionsSchema>) {

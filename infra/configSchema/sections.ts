@@ -27,6 +27,12 @@ export const imageFields = {
     source: withDefault(oneOf(["host", "local", "registry"]), "host"),
     /** Node that already holds the image (source=host only); the head when unset. Checked against the nodes. */
     sourceNode: optional(string()),
+    /**
+     * chain: hosts load and forward the stream at once (source -> first -> second ...), so N hosts cost about one
+     * copy and no image byte crosses the operator; hosts must reach each other's ssh and allow agent forwarding.
+     * relay: one stream per host through the operator (source=host) or from it (source=local). Unused with registry.
+     */
+    distribution: withDefault(oneOf(["chain", "relay"]), "chain"),
 };
 
 export const imageSchema = section(imageFields).superRefine((image: unknown, ctx) => {

@@ -42,7 +42,7 @@ describe("committed stacks validate", () => {
         expect(c.totalGpus).toBe(2);
         expect(c.serve.port).toBe(8001);
         expect(c.serve.gpuMemoryUtilization).toBe(0.9);
-        expect(c.image).toEqual({ ref: "hellohal2064/vllm-qwen3.5-gb10", source: "host", sourceNode: "spark-1" });
+        expect(c.image).toEqual({ ref: "hellohal2064/vllm-qwen3.5-gb10", source: "host", sourceNode: "spark-1", distribution: "chain" });
         expect(c.nodes[0].sshPort).toBe(22);
     });
 

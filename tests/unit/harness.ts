@@ -105,6 +105,13 @@ function mockState(args: pulumi.runtime.MockResourceArgs, salt: string): { id: s
                 const result = JSON.stringify(args.name.endsWith("-probe") ? report : { ready: true });
                 return { id: `${args.name}-${h(inputs)}`, state: { ...inputs, result, healthy: true } };
             }
+            if ("members" in inputs && "ref" in inputs) {
+                // ImageChain: every member holds the source's image
+                const sourceId = `sha256:${h([inputs.ref, inputs.source])}`;
+                const members = inputs.members as { node: string }[];
+                const imageIds = Object.fromEntries(members.map((m) => [m.node, sourceId]));
+                return { id: `${inputs.ref}@chain`, state: { ...inputs, sourceId, imageIds, copied: members.map((m) => m.node) } };
+            }
             if ("members" in inputs) {
                 // Roster: its version is the member names
                 const members = inputs.members as { name: string }[];

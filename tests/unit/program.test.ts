@@ -8,6 +8,7 @@ import { SERVE_ENTRYPOINT, joinFingerprint } from "../../infra/builders/vllm";
 import { hostCheckProvider } from "../../infra/providers/hostCheck";
 import { keyFileProvider } from "../../infra/providers/keyFile";
 import { rosterProvider } from "../../infra/providers/roster";
+import { imageChainProvider } from "../../infra/providers/imageChain";
 import { imagePresenceProvider } from "../../infra/providers/imagePresence";
 import {
     MOCK_API_KEY,
@@ -79,6 +80,9 @@ function expectedGraph(cfg: ClusterConfig): [string, string, string, string][] {
         if (cfg.ray.auth === "token") rows.push([`${n.name}-ray-token-file`, T.dynamic, n.name, ""]);
     }
     rows.push(["image", T.image, "", ""]);
+    if (cfg.image.distribution === "chain" && cfg.image.source !== "registry" && cfg.nodes.length > 1) {
+        rows.push(["image-chain", T.presence, "image", ""]);
+    }
     if (cfg.ray.auth === "token") rows.push(["ray-token", T.password, "", ""]);
     rows.push(["ray-head", T.rayHead, "", ""], ["ray-head-container", T.container, "ray-head", `${cfg.head.name}-docker`]);
     for (const w of cfg.workers) {
@@ -442,6 +446,7 @@ describe("restart scope: exactly these resources see changed inputs", () => {
             removed: [],
             changed: [
                 "cluster-ready-probe",
+                "image-chain",
                 "image-spark-1",
                 "image-spark-2",
                 "ray-head-container",
@@ -487,7 +492,8 @@ describe("restart scope: exactly these resources see changed inputs", () => {
             ],
             removed: [],
             // the roster records the new member: the gate re-runs after it
-            changed: ["cluster-ready-probe", "roster", "serve-container", "serve-readiness"],
+            // the chain gains a member (it copies to spark-3 only: the others hold the image)
+            changed: ["cluster-ready-probe", "image-chain", "roster", "serve-container", "serve-readiness"],
         });
     });
 });
@@ -550,8 +556,8 @@ describe("spark stack: a changed upstream output changes the inputs of exactly w
 describe("dynamic providers reach the engine serialized (real closure serialization, nothing mocked)", () => {
     test("each loads as a module whose provider diffs as the source does", async () => {
         const dynamic = runs.local.resources.filter((r) => r.type === T.dynamic);
-        // per node: image presence and the Ray token file; the gate, the key file and serve readiness
-        expect(dynamic).toHaveLength(configs.local.nodes.length * 2 + 4);
+        // per node: image presence and the Ray token file; the image chain, the gate, the key file and serve readiness
+        expect(dynamic).toHaveLength(configs.local.nodes.length * 2 + 5);
         for (const r of dynamic) {
             const mod = { exports: {} as { handler?: () => pulumi.dynamic.ResourceProvider } };
             vm.runInNewContext(r.serializedProvider ?? "", { exports: mod.exports, require });
@@ -561,9 +567,11 @@ describe("dynamic providers reach the engine serialized (real closure serializat
                     ? hostCheckProvider
                     : "keyHash" in r.inputs
                       ? keyFileProvider
-                      : "members" in r.inputs
-                        ? rosterProvider
-                        : imagePresenceProvider;
+                      : "members" in r.inputs && "ref" in r.inputs
+                        ? imageChainProvider
+                        : "members" in r.inputs
+                          ? rosterProvider
+                          : imagePresenceProvider;
             expect(Object.keys(loaded).sort()).toEqual(Object.keys(source).sort());
             const news = {
                 ...r.inputs,
@@ -605,6 +613,7 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
             ["serve-rank-0-container", T.container, "serve", "spark-1-docker"],
             ["serve-rank-1-container", T.container, "serve", "spark-2-docker"],
             ["serve-readiness", T.dynamic, "serve", ""],
+            ["image-chain", T.dynamic, "image", ""],
         );
         expect(run.resources.map((r) => [r.name, r.type, r.parent, r.provider])).toEqual(rows.sort((a, b) => a[0].localeCompare(b[0])));
         for (const r of run.resources.filter((x) => x.type === T.container)) {

@@ -1,0 +1,139 @@
+/**
+ * The chain copy with its real scripts run by bash, against stand-in `ssh` and `docker` commands on PATH (in
+ * tests/unit/fixtures/chain-bin): `ssh` runs the remote command here as the named host and records the options and
+ * the known_hosts file each hop was given; `docker` keeps one image per host as a file. The real ssh-agent and
+ * ssh-add run. What is checked is the chain's plumbing: who streams to whom, in which order, with which host keys,
+ * skipping hosts that hold the image and naming those a failure left without it. The simulated hosts run it for real
+ * (the integration and bench stages).
+ */
+import { execFileSync } from "child_process";
+import * as fs from "fs";
+import * as os from "os";
+import * as path from "path";
+import { ChainHop, chainCopyScript, hopScript, knownHostsName } from "../../infra/builders/imageChain";
+import type { SshTarget } from "../../infra/builders/ssh";
+import { imageChainProvider } from "../../infra/providers/imageChain";
+
+const BIN = path.join(__dirname, "fixtures", "chain-bin");
+let dir: string;
+let key: string;
+let knownHosts: string;
+const savedPath = process.env.PATH;
+
+function target(i: number, port = 22): SshTarget {
+    return { user: "root", host: `10.9.0.${10 + i}`, port, privateKeyPath: key, knownHostsFile: knownHosts };
+}
+const node = (i: number) => `spark-${i}`;
+const member = (i: number) => ({ node: node(i), target: target(i) });
+const hostDir = (t: SshTarget) => path.join(dir, "hosts", t.host);
+const image = (t: SshTarget) => path.join(hostDir(t), "image");
+const hostKey = (i: number) => `ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI${String(i).repeat(43)}`;
+
+/** The chain's connections (ssh -A), one line each: "<from> -> <to> agent=<yes|no-key> kh=<known_hosts lines>". */
+function hops(): string[] {
+    const f = path.join(dir, "ssh.log");
+    return fs.existsSync(f) ? fs.readFileSync(f, "utf8").trim().split("\n") : [];
+}
+
+beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), "vcl-chain-"));
+    key = path.join(dir, "id_ed25519");
+    execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", key]);
+    knownHosts = path.join(dir, "known_hosts");
+    fs.writeFileSync(knownHosts, [1, 2, 3, 4].map((i) => `${target(i).host} ${hostKey(i)}`).join("\n") + "\n");
+    for (const i of [1, 2, 3, 4]) fs.mkdirSync(hostDir(target(i)), { recursive: true });
+    fs.writeFileSync(image(target(1)), Buffer.alloc(3 << 20, 7)); // the source's image: 3 MiB, larger than a pipe
+    process.env.PATH = `${BIN}:${savedPath}`;
+    process.env.CHAIN_TEST_DIR = dir;
+});
+afterEach(() => {
+    process.env.PATH = savedPath;
+    delete process.env.CHAIN_TEST_DIR;
+    delete process.env.CHAIN_TEST_FAIL_LOAD;
+    fs.rmSync(dir, { recursive: true, force: true });
+});
+
+const source = () => ({ kind: "host" as const, node: node(1), target: target(1) });
+const inputs = (members: number[]) => ({ ref: "img:1", source: source(), members: members.map(member) });
+
+test("known_hosts names: plain host on port 22, [host]:port otherwise", () => {
+    expect(knownHostsName(target(2))).toBe("10.9.0.12");
+    expect(knownHostsName(target(2, 2222))).toBe("[10.9.0.12]:2222");
+});
+
+test("every hop script is valid bash, however deep the nesting", () => {
+    const h = (i: number): ChainHop => ({ ...member(i), knownHosts: [`${target(i).host} ${hostKey(i)}`] });
+    const script = chainCopyScript(source(), "img:1", [h(2), h(3), h(4)], target(1));
+    execFileSync("bash", ["-n", "-c", script]);
+    execFileSync("bash", ["-n", "-c", hopScript("spark-2", [h(3), h(4)])]);
+    expect(script).toContain("ssh-agent");
+    expect(script).toMatch(/ssh-add -q -t 600 /);
+});
+
+test("create streams source -> spark-2 -> spark-3 -> spark-4, each host checking the next one's key", async () => {
+    const r = await imageChainProvider.create!(inputs([2, 3, 4]));
+    const want = fs.readFileSync(image(target(1)));
+    for (const i of [2, 3, 4]) expect(fs.readFileSync(image(target(i))).equals(want)).toBe(true);
+    const ssh = hops();
+    // one connection from the operator (to the source), then host to host; no image byte through the operator
+    expect(ssh.map((l) => l.split(" agent=")[0])).toEqual([
+        "operator -> 10.9.0.11",
+        "10.9.0.11 -> 10.9.0.12",
+        "10.9.0.12 -> 10.9.0.13",
+        "10.9.0.13 -> 10.9.0.14",
+    ]);
+    expect(ssh.every((l) => l.includes("agent=yes"))).toBe(true);
+    // each hop trusts exactly the next host's key from the operator's known_hosts, and nothing else
+    expect(ssh[1]).toContain(`kh=10.9.0.12 ${hostKey(2)}|`);
+    expect(ssh[3]).toContain(`kh=10.9.0.14 ${hostKey(4)}|`);
+    expect(ssh[3]).not.toContain(hostKey(3));
+    const outs = r.outs as { sourceId: string; imageIds: Record<string, string>; copied: string[] };
+    expect(outs.copied).toEqual(["spark-2", "spark-3", "spark-4"]);
+    expect(new Set(Object.values(outs.imageIds))).toEqual(new Set([outs.sourceId]));
+});
+
+test("hosts holding the image are left out of the chain; nothing to copy opens no stream", async () => {
+    fs.copyFileSync(image(target(1)), image(target(3)));
+    const r = await imageChainProvider.create!(inputs([2, 3, 4]));
+    expect(hops().map((l) => l.split(" agent=")[0])).toEqual(["operator -> 10.9.0.11", "10.9.0.11 -> 10.9.0.12", "10.9.0.12 -> 10.9.0.14"]);
+    expect((r.outs as { copied: string[] }).copied).toEqual(["spark-2", "spark-4"]);
+    fs.rmSync(path.join(dir, "ssh.log"));
+    await imageChainProvider.update!("img:1@chain", r.outs, inputs([2, 3, 4]));
+    expect(hops()).toEqual([]);
+});
+
+test("a host whose load fails is named, and the hosts after it still get the image", async () => {
+    process.env.CHAIN_TEST_FAIL_LOAD = target(3).host;
+    await expect(imageChainProvider.create!(inputs([2, 3, 4]))).rejects.toThrow(
+        /image img:1 from node spark-1: not on node spark-3 after the chain copy[\s\S]*docker load failed on node spark-3/,
+    );
+    const want = fs.readFileSync(image(target(1)));
+    expect(fs.readFileSync(image(target(2))).equals(want)).toBe(true);
+    expect(fs.readFileSync(image(target(4))).equals(want)).toBe(true);
+});
+
+test("no image on the source: fails naming it before any stream", async () => {
+    fs.rmSync(image(target(1)));
+    await expect(imageChainProvider.create!(inputs([2]))).rejects.toThrow("image img:1: source image not present on node spark-1");
+    expect(hops()).toEqual([]);
+});
+
+test("a host missing from known_hosts fails naming it before any stream", async () => {
+    fs.writeFileSync(knownHosts, `${target(2).host} ${hostKey(2)}\n`);
+    await expect(imageChainProvider.create!(inputs([2, 3]))).rejects.toThrow(
+        `no known_hosts entry for node spark-3 (10.9.0.13) in ${knownHosts}`,
+    );
+    expect(fs.existsSync(image(target(2)))).toBe(false);
+});
+
+test("diff: a host without the image or a new member is a change; read re-inspects so a removed image shows up", async () => {
+    const r = await imageChainProvider.create!(inputs([2, 3]));
+    const d0 = await imageChainProvider.diff!("id", r.outs, inputs([2, 3]));
+    expect(d0.changes).toBe(false);
+    fs.rmSync(image(target(3)));
+    const read = await imageChainProvider.read!("id", r.outs);
+    const d1 = await imageChainProvider.diff!("id", read.props, inputs([2, 3]));
+    expect(d1.changes).toBe(true);
+    expect((read.props as { imageIds: Record<string, string> }).imageIds["spark-3"]).toBe("");
+    expect((await imageChainProvider.diff!("id", r.outs, inputs([2, 3, 4]))).changes).toBe(true);
+});
