@@ -22,7 +22,7 @@ testbed_stage bench 2 || exit 1
 
 echo "bench: $repeats repeat(s), results in $out"
 VCL_BENCH_REPEATS=$repeats VCL_BENCH_OUT=$out timeout $((repeats * 1800 + 600)) \
-  npx jest --selectProjects bench --runInBand --ci || { echo "bench: FAILED: a measured run failed" >&2; exit 1; }
+  npx jest --selectProjects bench --runInBand --ci bench/bench.test.ts || { echo "bench: FAILED: a measured run failed" >&2; exit 1; }
 
 bash setup/timeline.sh "$out/timeline-events.jsonl" --title "pulumi up of the local stack from empty (2 simulated hosts)" \
   --png "$out/timeline.png" --json "$out/timeline.json" >"$out/timeline.txt" || { echo "bench: FAILED: timeline" >&2; exit 1; }

@@ -1,0 +1,186 @@
+/**
+ * `npm run bench:distribution` (bench/distribution.sh): the time to put one image on N = 1, 2 and 4 simulated
+ * hosts with every host's management link capped (tc, both directions), by the program's two distributions run
+ * through their real providers: `chain` (ImageChain: each host loads and forwards at once) and `relay`
+ * (ImagePresence per host: one `docker save | docker load` stream per host through the operator), and a raw
+ * `ssh src docker save | ssh dst cat > /dev/null` of the same bytes over the same links. The source is spark-1;
+ * the targets are spark-2.. in order. The image is random bytes (incompressible) made on spark-1 for the purpose.
+ * Writes distribution.json next to results.json and prints a table. Its only assertions are that each copy worked
+ * (the loaded ID equals the source's).
+ */
+import * as fs from "fs";
+import * as path from "path";
+import { imageEnsureScript, imageInspectScript } from "../infra/builders/image";
+import { shellQuote } from "../infra/builders/quote";
+import type { SshTarget } from "../infra/builders/ssh";
+import { imageChainProvider } from "../infra/providers/imageChain";
+import { imagePresenceProvider } from "../infra/providers/imagePresence";
+import { runArgv } from "../tests/integration/hosts";
+
+const TESTBED = process.env.VCL_TESTBED_DIR ?? "/var/lib/vllm-cluster-testbed";
+const OUT = process.env.VCL_BENCH_OUT ?? __dirname;
+const REPEATS = Number(process.env.VCL_BENCH_REPEATS ?? "3");
+const SIZES = (process.env.VCL_DIST_N ?? "1,2,4").split(",").map(Number);
+const MB = Number(process.env.VCL_DIST_MB ?? "256");
+/** Each host's management link, both directions (tc tbf); "off" leaves the links as they are. */
+const RATE = process.env.VCL_DIST_RATE ?? "200mbit";
+const REF = `vcl-bench-blob:${MB}m`;
+
+interface TestbedHost {
+    name: string;
+    index: number;
+    netns: string;
+    mgmtIp: string;
+    sshPort: number;
+}
+const tb = JSON.parse(fs.readFileSync(path.join(TESTBED, "hosts.json"), "utf8")) as {
+    sshUser: string;
+    sshPrivateKey: string;
+    knownHostsFile: string;
+    sshConfig: string;
+    hosts: TestbedHost[];
+};
+const target = (h: TestbedHost): SshTarget => ({
+    user: tb.sshUser,
+    host: h.mgmtIp,
+    port: h.sshPort,
+    privateKeyPath: tb.sshPrivateKey,
+    knownHostsFile: tb.knownHostsFile,
+});
+const [src, ...dsts] = tb.hosts;
+const values: Record<string, number[]> = {};
+const record = (k: string, v: number) => (values[k] ??= []).push(Math.round(v * 100) / 100);
+
+async function sh(script: string, what: string, timeoutMs = 600_000): Promise<string> {
+    const r = await runArgv(["bash", "-c", script], { timeoutMs });
+    if (r.code !== 0) throw new Error(`${what} failed (exit ${r.code}): ${r.stderr.trim().split("\n").slice(-8).join("\n")}`);
+    return r.stdout;
+}
+const on = (h: TestbedHost, cmd: string, what: string) => sh(`ssh -F ${tb.sshConfig} ${h.name} ${shellQuote(cmd)}`, what);
+
+/** Caps (or uncaps) a host's management link both ways: the bridge-side veth (into the host) and mgmt0 (out). */
+async function cap(h: TestbedHost, rate: string): Promise<void> {
+    const outside = `vcl-h${h.index}-m`;
+    const tbf = `tbf rate ${rate} burst 256kb latency 200ms`;
+    const cmds =
+        rate === "off"
+            ? [
+                  `tc qdisc del dev ${outside} root 2>/dev/null || true`,
+                  `ip netns exec ${h.netns} tc qdisc del dev mgmt0 root 2>/dev/null || true`,
+              ]
+            : [`tc qdisc replace dev ${outside} root ${tbf}`, `ip netns exec ${h.netns} tc qdisc replace dev mgmt0 root ${tbf}`];
+    await sh(cmds.join(" && "), `tc on ${h.name}`);
+}
+
+async function clear(hs: TestbedHost[]): Promise<void> {
+    await Promise.all(hs.map((h) => on(h, `docker image rm --force ${REF} >/dev/null 2>&1; true`, `clearing ${h.name}`)));
+}
+
+async function idOn(h: TestbedHost): Promise<string> {
+    return (await sh(imageInspectScript(target(h), REF), `inspect on ${h.name}`)).trim();
+}
+
+async function timed(f: () => Promise<unknown>): Promise<number> {
+    const t0 = Date.now();
+    await f();
+    return (Date.now() - t0) / 1000;
+}
+
+async function chain(n: number): Promise<number> {
+    const members = dsts.slice(0, n).map((h) => ({ node: h.name, target: target(h) }));
+    return timed(() => imageChainProvider.create!({ ref: REF, source: { kind: "host", node: src.name, target: target(src) }, members }));
+}
+
+async function relay(n: number): Promise<number> {
+    const origin = { kind: "host" as const, node: src.name, target: target(src) };
+    return timed(() =>
+        Promise.all(
+            dsts.slice(0, n).map((h) =>
+                imagePresenceProvider.create!({
+                    node: h.name,
+                    ref: REF,
+                    ensureScript: imageEnsureScript(origin, target(h), h.name, REF),
+                    inspectScript: imageInspectScript(target(h), REF),
+                }),
+            ),
+        ),
+    );
+}
+
+async function raw(): Promise<{ seconds: number; bytes: number }> {
+    let out = "";
+    const seconds = await timed(async () => {
+        out = await sh(
+            `set -o pipefail; ssh -F ${tb.sshConfig} ${src.name} docker save ${REF} | ssh -F ${tb.sshConfig} ${dsts[0].name} 'wc -c'`,
+            "raw stream",
+        );
+    });
+    return { seconds, bytes: Number(out.trim()) };
+}
+
+beforeAll(async () => {
+    const need = Math.max(...SIZES);
+    if (dsts.length < need) throw new Error(`N=${need} needs ${need + 1} simulated hosts; the testbed has ${tb.hosts.length}`);
+    // an incompressible image of MB MiB, made on the source host
+    await on(
+        src,
+        `docker image inspect ${REF} >/dev/null 2>&1 || { d=$(mktemp -d) && head -c ${MB}M /dev/urandom >"$d/blob" && ` +
+            `tar -C "$d" -c blob | docker import - ${REF} >/dev/null; rc=$?; rm -rf "$d"; exit $rc; }`,
+        "making the bench image",
+    );
+    const size = Number(await on(src, `docker image inspect --format '{{.Size}}' ${REF}`, "bench image size"));
+    if (size < MB << 20) throw new Error(`bench image ${REF} on ${src.name} is ${size} bytes, expected ${MB} MiB`);
+    for (const h of tb.hosts) await cap(h, RATE);
+}, 600_000);
+
+afterAll(async () => {
+    for (const h of tb.hosts) await cap(h, "off").catch(() => undefined);
+    await clear(dsts).catch(() => undefined);
+}, 600_000);
+
+test(
+    "image distribution: chain and relay to N hosts over capped links, and the raw stream",
+    async () => {
+        const want = await idOn(src);
+        for (let i = 0; i < REPEATS; i++) {
+            for (const n of SIZES) {
+                for (const [mode, run] of [
+                    ["chain", chain],
+                    ["relay", relay],
+                ] as const) {
+                    await clear(dsts);
+                    record(`${mode} N=${n}`, await run(n));
+                    for (const h of dsts.slice(0, n)) expect(await idOn(h)).toBe(want);
+                }
+            }
+            const r = await raw();
+            record("raw ssh cat, 1 link", r.seconds);
+            record("bytes", r.bytes);
+        }
+        const med = (k: string) => {
+            const s = [...values[k]].sort((a, b) => a - b);
+            return s[Math.floor((s.length - 1) / 2)];
+        };
+        const figures = Object.fromEntries(
+            Object.entries(values).map(([k, v]) => [k, { runs: v, min: Math.min(...v), median: med(k), max: Math.max(...v) }]),
+        );
+        const top = Math.max(...SIZES);
+        const ratios: Record<string, number> = {
+            [`chain N=${top} / chain N=1`]: med(`chain N=${top}`) / med("chain N=1"),
+            [`relay N=${top} / relay N=1`]: med(`relay N=${top}`) / med("relay N=1"),
+            "throughput: raw / chain N=1": med("raw ssh cat, 1 link") / med("chain N=1"),
+        };
+        const result = { repeats: REPEATS, rate: RATE, imageMiB: MB, when: new Date().toISOString(), figures, ratios };
+        fs.writeFileSync(path.join(OUT, "distribution.json"), JSON.stringify(result, null, 2) + "\n");
+        console.log(
+            [
+                `image distribution: ${MB} MiB image, links capped at ${RATE}, ${REPEATS} repeat(s) (seconds: min / median / max)`,
+                ...Object.entries(figures)
+                    .filter(([k]) => k !== "bytes")
+                    .map(([k, f]) => `  ${k.padEnd(24)} ${[f.min, f.median, f.max].map((v) => v.toFixed(1).padStart(7)).join(" ")}`),
+                ...Object.entries(ratios).map(([k, v]) => `  ${k.padEnd(30)} ${v.toFixed(2)}`),
+            ].join("\n"),
+        );
+    },
+    REPEATS * 1_800_000,
+);
