@@ -7,9 +7,26 @@
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
-import { apiKeyHostPath } from "../../infra/builders/node";
-import { CONTAINER } from "../../infra/contract";
-import { OpResult, Project, changed, destroy, editConfig, expectOk, openProject, up } from "../integration/engine";
+import type { EngineEvent } from "@pulumi/pulumi/automation";
+import { apiKeyHostPath, rayTokenHostPath } from "../../infra/builders/node";
+import { ClusterReadySpec, clusterReadyScript } from "../../infra/builders/ray";
+import { CONTAINER, LABEL } from "../../infra/contract";
+import {
+    CliResult,
+    OpResult,
+    Project,
+    UpOptions,
+    changed,
+    cli,
+    cliExport,
+    destroy,
+    editConfig,
+    expectOk,
+    openProject,
+    refresh as engineRefresh,
+    startCli,
+    up as engineUp,
+} from "../integration/engine";
 import { Hosts, runArgv, sshdAccepted, stackConfig, waitFor } from "../integration/hosts";
 import { chat, request } from "../integration/support";
 
@@ -33,9 +50,58 @@ let apiKey = "";
 let model = "";
 let keyFile = "";
 
-function row(fault: string, expected: string, observed: string, r?: OpResult): void {
+function row(fault: string, expected: string, observed: string, r?: OpResult | CliResult): void {
     rows.push({ fault, expected, observed, seconds: r ? Math.round(r.seconds) : 0 });
 }
+
+/** What the engine and the CLI printed and logged (events) in this suite's runs: the secret scan reads it. */
+const transcripts: string[] = [];
+/** Every API key an up returned (the suite rotates it once). */
+const apiKeysSeen = new Set<string>();
+
+function recorded(r: OpResult): OpResult {
+    transcripts.push(r.output, r.error ?? "", JSON.stringify(r.events));
+    if (typeof r.outputs.apiKey === "string") apiKeysSeen.add(r.outputs.apiKey);
+    return r;
+}
+
+/** The engine's `up` (tests/integration/engine.ts), its output and events kept for the secret scan. */
+async function up(proj: Project, opts: UpOptions = {}): Promise<OpResult> {
+    return recorded(await engineUp(proj, opts));
+}
+
+async function refresh(proj: Project): Promise<OpResult> {
+    return recorded(await engineRefresh(proj));
+}
+
+/** `pulumi <args>` on the stack as an operator runs it (the CLI itself), its output kept for the secret scan. */
+async function pulumi(args: string[], timeoutMs = 900_000): Promise<CliResult> {
+    const r = await cli(p, args, timeoutMs);
+    transcripts.push(r.output);
+    return r;
+}
+
+/** The engine's error diagnostics of an operation: what it says went wrong, without its progress lines. */
+function errorsOf(r: OpResult): string {
+    return r.events
+        .filter((e) => e.diagnosticEvent?.severity === "error")
+        .map((e) => e.diagnosticEvent!.message)
+        .join("\n");
+}
+
+/** The first line of `text` matching `re`, trimmed and shortened for a README row. */
+function lineOf(text: string, re: RegExp): string {
+    return (
+        text
+            .split("\n")
+            .find((l) => re.test(l))
+            ?.trim()
+            .slice(0, 140) ?? ""
+    );
+}
+
+const nameOf = (urn: string) => urn.split("::").pop() ?? urn;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function serving(key = apiKey): Promise<number> {
     return (await chat(endpoint, model, key).catch(() => ({ status: 0 }))).status;
@@ -43,6 +109,147 @@ async function serving(key = apiKey): Promise<number> {
 
 async function rayIds(): Promise<string[]> {
     return [await hosts.containerId(head, CONTAINER.rayHead), await hosts.containerId(worker, CONTAINER.rayWorker)];
+}
+
+async function allIds(): Promise<string[]> {
+    return [...(await rayIds()), await hosts.containerId(head, CONTAINER.serve)];
+}
+
+/** The project's containers on a node (every stack), as "role state", sorted. */
+async function managedRoles(n: string): Promise<string[]> {
+    const out = await hosts.must(n, [
+        "docker",
+        "ps",
+        "--all",
+        "--filter",
+        `label=${LABEL.managed}=true`,
+        "--format",
+        `{{.Label "${LABEL.role}"}} {{.State}}`,
+    ]);
+    return out.trim().split("\n").filter(Boolean).sort();
+}
+
+/** The Ray gate's spec (infra/builders/ray.ts) for this stack; timeout 0 is refresh's single look. */
+function gateSpec(timeoutSeconds: number): ClusterReadySpec {
+    return {
+        address: `${hosts.node(head).fabricIp}:${hosts.cfg.ray.gcsPort}`,
+        nodes: hosts.cfg.nodes.map((n) => ({ name: n.name, fabricIp: n.fabricIp, sshHost: n.sshHost })),
+        gpus: hosts.cfg.totalGpus,
+        timeoutSeconds,
+    };
+}
+
+/** Operations the state records as begun and never finished (what an interrupted CLI leaves), as "type name". */
+async function pendingOps(): Promise<string[]> {
+    const d = (await p.stack.exportStack()).deployment as { pending_operations?: { type: string; resource: { urn: string } }[] };
+    return (d.pending_operations ?? []).map((o) => `${o.type} ${nameOf(o.resource.urn)}`).sort();
+}
+
+/** Resources a refresh found gone or changed on the hosts, as "name gone" / "name changed". */
+function refreshDrift(r: OpResult): string[] {
+    // key order is not significant: compare with sorted keys
+    const stable = (v: unknown): unknown =>
+        Array.isArray(v)
+            ? v.map(stable)
+            : v && typeof v === "object"
+              ? Object.fromEntries(
+                    Object.keys(v)
+                        .sort()
+                        .map((k) => [k, stable((v as Record<string, unknown>)[k])]),
+                )
+              : v;
+    const out = new Set<string>();
+    for (const e of r.events) {
+        const m = e.resOutputsEvent?.metadata;
+        if (!m || m.op !== "refresh" || m.type.startsWith("pulumi:")) continue;
+        if (!m.new) {
+            out.add(`${nameOf(m.urn)} gone`);
+        } else if ((m.diffs?.length ?? 0) > 0 || JSON.stringify(stable(m.old?.outputs)) !== JSON.stringify(stable(m.new.outputs))) {
+            out.add(`${nameOf(m.urn)} changed`);
+        }
+    }
+    return [...out].sort();
+}
+
+/** A process and its start time (/proc/<pid>/stat), so that a recycled process ID is never taken for it. */
+interface Proc {
+    pid: number;
+    start: string;
+}
+
+function procStat(pid: number): { ppid: number; state: string; start: string } | undefined {
+    try {
+        const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+        // after "(comm)": state, ppid, ... starttime is the 22nd field
+        const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+        return { state: f[0], ppid: Number(f[1]), start: f[19] };
+    } catch {
+        return undefined;
+    }
+}
+
+/** The processes below `root` (its plugins, the program, the scripts they run). */
+function descendants(root: number): Proc[] {
+    const children = new Map<number, Proc[]>();
+    for (const d of fs.readdirSync("/proc")) {
+        if (!/^\d+$/.test(d)) continue;
+        const st = procStat(Number(d));
+        if (st) children.set(st.ppid, [...(children.get(st.ppid) ?? []), { pid: Number(d), start: st.start }]);
+    }
+    const out: Proc[] = [];
+    const todo = [root];
+    while (todo.length > 0) {
+        for (const c of children.get(todo.pop()!) ?? []) {
+            out.push(c);
+            todo.push(c.pid);
+        }
+    }
+    return out;
+}
+
+function alive(x: Proc): boolean {
+    const st = procStat(x.pid);
+    return st !== undefined && st.start === x.start && st.state !== "Z";
+}
+
+/** The engine began (resourcePreEvent) or finished (resOutputsEvent) creating `name` (a create or a replacement). */
+function created(events: EngineEvent[], name: string, phase: "began" | "done"): boolean {
+    return events.some((e) => {
+        const m =
+            phase === "began" ? (e.resourcePreEvent?.planning ? undefined : e.resourcePreEvent?.metadata) : e.resOutputsEvent?.metadata;
+        return m !== undefined && nameOf(m.urn) === name && m.op.startsWith("create");
+    });
+}
+
+/**
+ * `pulumi up --replace <the Ray head>` as the CLI, interrupted with `sig` once the engine has the new Ray containers
+ * in place and the gate has begun waiting for them, before serve is created. The replacement takes the head, the
+ * worker joined to it, the gate and serve, so the up runs well over a minute. The point is chosen where no
+ * container create is in flight: a create killed mid-call can leave a container the state does not know.
+ */
+async function interruptedUp(sig: NodeJS.Signals): Promise<{ r: CliResult; tree: Proc[]; atSignal: EngineEvent[] }> {
+    const state = (await p.stack.exportStack()).deployment as { resources: { urn: string }[] };
+    const headUrn = state.resources.map((x) => x.urn).find((u) => u.endsWith("::ray-head-container"));
+    if (!headUrn) throw new Error("no ray-head-container in the state");
+    const run = startCli(p, ["up", "--yes", "--skip-preview", "--replace", headUrn], 900_000);
+    const t0 = Date.now();
+    while (!created(run.events(), "cluster-ready-probe", "began")) {
+        if (!run.running() || Date.now() - t0 > 600_000) {
+            run.kill("SIGKILL");
+            const r = await run.done;
+            transcripts.push(r.output, run.eventLog());
+            throw new Error(
+                `up ended or stalled before the Ray gate began (exit ${r.code}):\n${r.output.split("\n").slice(-30).join("\n")}`,
+            );
+        }
+        await sleep(200);
+    }
+    const atSignal = run.events();
+    const tree = descendants(run.pid);
+    run.kill(sig);
+    const r = await run.done;
+    transcripts.push(r.output, run.eventLog());
+    return { r, tree, atSignal };
 }
 
 /** Restores the simulated hosts' sshd and Docker engines (idempotent: starts only what is not running). */
@@ -293,6 +500,267 @@ test("a host's Docker engine restarted (as after a reboot): one up --refresh bri
         r,
     );
 }, 1_200_000);
+
+test("image not on the source host: up fails within 120 s naming the image and spark-1, the service untouched; the restored config converges", async () => {
+    const ref = hosts.cfg.image.ref;
+    const missing = "vllm-cluster-testbed:missing";
+    expect(await hosts.imageId(head, missing)).toBe("");
+    const before = await allIds();
+    editConfig(p, (c) => ((c.image as Record<string, unknown>).ref = missing));
+    let bad: OpResult;
+    try {
+        bad = await up(p);
+    } finally {
+        editConfig(p, (c) => ((c.image as Record<string, unknown>).ref = ref));
+    }
+    const during = await allIds();
+    const statusDuring = await serving();
+    // the restored config, before any expectation: the next tests need the cluster serving
+    const fixed = await up(p);
+    const after = await allIds();
+    const statusAfter = await serving();
+    const said = lineOf(bad.output + bad.error, /source image not present/);
+    row(
+        "image not on the source host (spark-1)",
+        "up fails within 120 s naming image and host; nothing running replaced",
+        `${bad.ok ? "up PASSED" : `failed after ${Math.round(bad.seconds)} s: "${said}"`}; containers ${
+            during.join() === before.join() ? "kept" : "REPLACED"
+        }; HTTP ${statusDuring}`,
+        bad,
+    );
+    row(
+        "image ref restored: up",
+        "converges, no manual cleanup",
+        `${fixed.ok ? `changed ${changed(fixed).join(", ") || "nothing"}` : "FAILED"}; HTTP ${statusAfter}`,
+        fixed,
+    );
+    expect(bad.ok).toBe(false);
+    // the source host's copy fails first: the Ray containers and serve take the image ID it would have produced,
+    // so nothing that runs is replaced before it
+    expect(bad.output + bad.error).toContain(`image ${missing} on node spark-1: source image not present on node spark-1`);
+    expect(bad.seconds).toBeLessThan(120);
+    expect(during).toEqual(before);
+    expect(statusDuring).toBe(200);
+    expectOk(fixed);
+    expect(after).toEqual(before);
+    expect(statusAfter).toBe(200);
+}, 900_000);
+
+test("host lost while serving (spark-2's engine stopped): refresh and up name it; back, up --refresh heals", async () => {
+    const lost = /spark-2|10\.231\.0\.12/;
+    const pid = fs.readFileSync("/run/vcl-h2/docker.pid", "utf8").trim();
+    let ref: OpResult;
+    let plain: OpResult;
+    let heal: OpResult;
+    let down = 0;
+    try {
+        await runArgv(["kill", pid]);
+        await waitFor("spark-2's engine to exit", async () => (await runArgv(["kill", "-0", pid])).code !== 0, 120_000);
+        // Ray on the head has noticed the node is gone (the gate's own single look says so), so what follows does
+        // not depend on how soon Ray declares a node dead
+        await waitFor(
+            "Ray on spark-1 to report spark-2 missing",
+            async () => {
+                const look = await hosts.on(head, ["sh", "-c", clusterReadyScript(gateSpec(0))], 60_000);
+                return look.code !== 0 && /missing hosts: spark-2/.test(look.stderr);
+            },
+            180_000,
+            3000,
+        );
+        down = await serving();
+        ref = await refresh(p);
+        // a plain up compares with the state: it fails naming the host if the refresh recorded the loss (the gate
+        // waits again, or spark-2's container is created again); else it has nothing to do
+        plain = await up(p);
+        // the documented healing command looks at the hosts first
+        heal = await up(p, { refresh: true });
+    } finally {
+        await restoreHosts();
+    }
+    // healed before any expectation: the next tests need the cluster serving
+    const back = await up(p, { refresh: true });
+    const status = await serving();
+    const drift = refreshDrift(ref);
+    row(
+        "spark-2's engine stopped while serving: refresh",
+        "drift or failure naming spark-2",
+        `serving meanwhile: HTTP ${down}; ${ref.ok ? `refresh passed, drift: ${drift.join(", ") || "none"}` : `refresh failed: ${lineOf(errorsOf(ref), lost)}`}`,
+        ref,
+    );
+    row(
+        "spark-2's engine stopped: up, then up --refresh",
+        "up --refresh fails naming spark-2",
+        `up: ${plain.ok ? `passed, changed ${changed(plain).join(", ") || "nothing"}` : `failed: ${lineOf(errorsOf(plain), lost)}`}; up --refresh ${
+            heal.ok ? "PASSED" : `failed after ${Math.round(heal.seconds)} s: ${lineOf(errorsOf(heal), lost)}`
+        }`,
+        heal,
+    );
+    row(
+        "spark-2's engine back: up --refresh",
+        "heals, serving",
+        `${back.ok ? `changed ${changed(back).join(", ") || "nothing"}` : "FAILED"}; HTTP ${status}`,
+        back,
+    );
+    // a refresh that fails must say which host; one that passes must show spark-2's resources gone or changed
+    expect(ref.ok ? drift.join(", ") : errorsOf(ref)).toMatch(lost);
+    if (plain.ok) {
+        expect(changed(plain)).toEqual([]);
+    } else {
+        expect(errorsOf(plain)).toMatch(lost);
+    }
+    expect(heal.ok).toBe(false);
+    expect(errorsOf(heal)).toMatch(lost);
+    expect(heal.seconds).toBeLessThan(180);
+    expectOk(back);
+    expect(status).toBe(200);
+}, 2_400_000);
+
+test("up interrupted by SIGINT while the Ray gate waits: the CLI stops cleanly, nothing pending; pulumi up recovers", async () => {
+    const { r, atSignal } = await interruptedUp("SIGINT");
+    const pending = await pendingOps();
+    const said = lineOf(r.output, /received; cancel|canceled|cancelled/i);
+    // recovery first, so that a failed expectation below still leaves the cluster serving for the next tests
+    const rec = await up(p);
+    const h = await managedRoles(head);
+    const w = await managedRoles(worker);
+    const status = await serving();
+    row(
+        "up interrupted by SIGINT (Ray gate waiting, serve not created)",
+        "clean stop, nothing pending; recovery: pulumi up",
+        `CLI ${r.signal ?? `exit ${r.code}`} after ${Math.round(r.seconds)} s${said ? ` ("${said}")` : ""}; pending: ${
+            pending.join(", ") || "none"
+        }; pulumi up ${rec.ok ? `changed ${changed(rec).join(", ")}` : "FAILED"}; ${head}: ${h.join(", ")}; ${worker}: ${w.join(", ")}; HTTP ${status}`,
+        rec,
+    );
+    // where it was interrupted: the new Ray containers in place, serve not begun
+    expect(created(atSignal, "ray-head-container", "done")).toBe(true);
+    expect(created(atSignal, "ray-worker-spark-2-container", "done")).toBe(true);
+    expect(created(atSignal, "serve-container", "began")).toBe(false);
+    // SIGINT cancels: steps under way finish, no new one starts, the CLI exits by itself with an error
+    expect(r.signal).toBeNull();
+    expect(r.code).not.toBe(0);
+    expect(pending).toEqual([]);
+    expectOk(rec);
+    expect(h).toEqual(["ray-head running", "serve running"]);
+    expect(w).toEqual(["ray-worker running"]);
+    expect(status).toBe(200);
+}, 1_500_000);
+
+test("up killed (SIGKILL) while the Ray gate waits: the stack stays locked; pulumi cancel, refresh --clear-pending-creates, up recover", async () => {
+    const { r, tree, atSignal } = await interruptedUp("SIGKILL");
+    // The CLI's plugins and the scripts they run are not killed with it: given a minute to notice and exit on
+    // their own; what is left after that is ended here (by process ID and start time, only this run's processes).
+    const deadline = Date.now() + 60_000;
+    while (tree.some(alive) && Date.now() < deadline) await sleep(1000);
+    const outlived = tree.filter(alive);
+    for (const x of outlived) {
+        try {
+            process.kill(x.pid, "SIGKILL");
+        } catch {
+            // exited meanwhile
+        }
+    }
+    const pending = await pendingOps();
+
+    // The documented recovery, each step run whatever the one before said (the expectations follow), so that the
+    // cluster is left serving for the next tests when it can be. A file backend keeps the killed CLI's lock: the
+    // next operation is refused until `pulumi cancel`.
+    const locked = await up(p);
+    const cancel = await pulumi(["cancel", "--yes"], 120_000);
+    const clear = await pulumi(["refresh", "--yes", "--skip-preview", "--clear-pending-creates"], 600_000);
+    const pendingAfter = await pendingOps();
+    const rec = await up(p);
+    const h = await managedRoles(head);
+    const w = await managedRoles(worker);
+    const status = await serving();
+    row(
+        "up killed by SIGKILL (Ray gate waiting, serve not created)",
+        "recovery: pulumi cancel; pulumi refresh --clear-pending-creates; pulumi up",
+        `pending after the kill: ${pending.join(", ") || "none"}; ${outlived.length} of ${tree.length} child processes still running after 60 s (ended); next up ${
+            locked.ok ? "ran" : "refused (stack locked)"
+        }; cancel exit ${cancel.code}, refresh --clear-pending-creates exit ${clear.code}; pulumi up ${
+            rec.ok ? `changed ${changed(rec).join(", ")}` : "FAILED"
+        }; ${head}: ${h.join(", ")}; ${worker}: ${w.join(", ")}; HTTP ${status}`,
+        rec,
+    );
+    expect(created(atSignal, "ray-head-container", "done")).toBe(true);
+    expect(created(atSignal, "ray-worker-spark-2-container", "done")).toBe(true);
+    expect(created(atSignal, "serve-container", "began")).toBe(false);
+    expect(r.signal).toBe("SIGKILL");
+    expect(locked.ok).toBe(false);
+    expect(locked.output + locked.error).toContain("the stack is currently locked");
+    if (cancel.code !== 0) throw new Error(`pulumi cancel failed:\n${cancel.output}`);
+    if (clear.code !== 0)
+        throw new Error(`pulumi refresh --clear-pending-creates failed:\n${clear.output.split("\n").slice(-30).join("\n")}`);
+    expect(pendingAfter).toEqual([]);
+    expectOk(rec);
+    expect(h).toEqual(["ray-head running", "serve running"]);
+    expect(w).toEqual(["ray-worker running"]);
+    expect(status).toBe(200);
+}, 1_500_000);
+
+/** Every file under `dir`, recursively. */
+function filesUnder(dir: string): string[] {
+    return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+        const f = path.join(dir, e.name);
+        return e.isDirectory() ? filesUnder(f) : e.isFile() ? [f] : [];
+    });
+}
+
+test("secrets: neither the API key nor the Ray token in the state export, stack or state files, docker inspect, ps, container logs or any engine output", async () => {
+    // The Ray token is not a stack output: read it where the program put it, the mode-600 file on each host.
+    const token = (await hosts.must(head, ["cat", rayTokenHostPath(hosts.cfg.stateDir, head)])).trim();
+    expect(token).toMatch(/^[A-Za-z0-9]{48}$/);
+    expect((await hosts.must(worker, ["cat", rayTokenHostPath(hosts.cfg.stateDir, worker)])).trim()).toBe(token);
+    apiKeysSeen.add(apiKey); // with the first key, which the rotation test replaced
+    const secrets: [string, string][] = [
+        ["Ray token", token],
+        ...[...apiKeysSeen].map((k, i): [string, string] => [`API key ${i + 1}`, k]),
+    ];
+    const scanned = new Map<string, number>();
+    const hits: string[] = [];
+    const scan = (place: string, text: string) => {
+        scanned.set(place, (scanned.get(place) ?? 0) + 1);
+        for (const [what, s] of secrets) if (text.includes(s)) hits.push(`${what} in ${place}`);
+    };
+
+    const exported = await cliExport(p);
+    expect(exported).toContain('"apiKey"');
+    scan("pulumi stack export", exported);
+    const stackFiles = [p.dir, path.join(p.dir, "stacks")].flatMap((d) =>
+        fs
+            .readdirSync(d)
+            .filter((f) => /^Pulumi(\..+)?\.ya?ml$/.test(f))
+            .map((f) => path.join(d, f)),
+    );
+    expect(stackFiles).toContain(p.stackFile);
+    for (const f of stackFiles) scan("stack config files", fs.readFileSync(f, "utf8"));
+    for (const f of filesUnder(path.join(p.dir, ".state"))) scan("state backend files", fs.readFileSync(f, "utf8"));
+    for (const n of [head, worker]) {
+        const all = (await hosts.must(n, ["docker", "ps", "--all", "--quiet"])).trim().split("\n").filter(Boolean);
+        expect(all.length).toBeGreaterThan(0);
+        scan("docker inspect", await hosts.must(n, ["docker", "inspect", ...all]));
+        const managed = (await hosts.must(n, ["docker", "ps", "--all", "--quiet", "--filter", `label=${LABEL.managed}=true`]))
+            .trim()
+            .split("\n")
+            .filter(Boolean);
+        for (const c of managed) {
+            const logs = await hosts.docker(n, ["logs", c], 120_000);
+            scan("docker logs", logs.stdout + logs.stderr);
+        }
+    }
+    // the simulated hosts share this machine: its process list holds every container's processes
+    const ps = await runArgv(["ps", "-eo", "pid,args", "--no-headers", "-ww"]);
+    expect(ps.stdout).toContain("vllm serve");
+    expect(ps.stdout).toContain("ray start");
+    scan("ps -eo args", ps.stdout);
+    expect(transcripts.length).toBeGreaterThan(0);
+    for (const t of transcripts) scan("output and events of this suite's pulumi runs", t);
+
+    const places = [...scanned].map(([place, n]) => `${place} (${n})`).join(", ");
+    row("API key(s) and Ray token in plain text", "nowhere", `scanned ${places}; hits: ${hits.length ? hits.join(", ") : 0}`);
+    expect(hits).toEqual([]);
+}, 600_000);
 
 test("destroy with a host unreachable fails naming it; when it returns, destroy leaves nothing", async () => {
     await stopWorkerSshd();

@@ -4,7 +4,7 @@
  * files never touch the repository, and a throwaway file backend.
  */
 import { EngineEvent, LocalWorkspace, OpType, Stack } from "@pulumi/pulumi/automation";
-import { spawnSync } from "child_process";
+import { spawn, spawnSync } from "child_process";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
@@ -251,4 +251,97 @@ export function changed(r: OpResult): string[] {
 /** Writes an operation's events as JSON lines, the format of `pulumi up --event-log` (plus `receivedMs`). */
 export function writeEvents(r: OpResult, file: string): void {
     fs.writeFileSync(file, r.events.map((e) => JSON.stringify(e)).join("\n") + "\n");
+}
+
+/** What one `pulumi` CLI run did: how it ended, its stdout and stderr (interleaved as they came), its time. */
+export interface CliResult {
+    code: number | null;
+    signal: NodeJS.Signals | null;
+    output: string;
+    seconds: number;
+}
+
+/** A `pulumi` CLI process the test can signal, and the engine events it has written so far. */
+export interface CliRun {
+    pid: number;
+    /** The engine events in its --event-log file so far, in order (up, refresh, destroy and preview write one). */
+    events(): EngineEvent[];
+    /** The raw text of its --event-log file so far. */
+    eventLog(): string;
+    running(): boolean;
+    kill(signal: NodeJS.Signals): void;
+    done: Promise<CliResult>;
+}
+
+/**
+ * Starts `pulumi <args>` on the project's stack with what the Automation API gives it (working directory,
+ * environment, backend, passphrase), but as the test's own child process, so that a test can interrupt it with a
+ * signal as an operator or a CI runner would. Never rejects; a run past `timeoutMs` is killed (SIGKILL).
+ */
+export function startCli(p: Project, args: string[], timeoutMs = 900_000): CliRun {
+    const eventFile = ["up", "refresh", "destroy", "preview"].includes(args[0])
+        ? path.join(p.dir, `.events-${args[0]}-${Date.now()}.jsonl`)
+        : undefined;
+    const argv = [
+        ...args,
+        ...(eventFile ? ["--event-log", eventFile] : []),
+        "--stack",
+        p.stackName,
+        "--non-interactive",
+        "--color",
+        "never",
+    ];
+    const t0 = Date.now();
+    const child = spawn("pulumi", argv, {
+        cwd: p.dir,
+        env: { ...process.env, ...p.stack.workspace.envVars },
+        stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    let exited = false;
+    child.stdout.on("data", (d: Buffer) => (output += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (output += d.toString()));
+    const done = new Promise<CliResult>((resolve) => {
+        const timer = setTimeout(() => {
+            output += `\n(pulumi ${args[0]}: no exit within ${Math.round(timeoutMs / 1000)} s: killed)\n`;
+            child.kill("SIGKILL");
+        }, timeoutMs);
+        const end = (code: number | null, signal: NodeJS.Signals | null) => {
+            clearTimeout(timer);
+            exited = true;
+            resolve({ code, signal, output, seconds: (Date.now() - t0) / 1000 });
+        };
+        child.on("error", (e) => {
+            output += `\ncannot run pulumi: ${e.message}\n`;
+            end(null, null);
+        });
+        child.on("close", end);
+    });
+    const eventLog = () => (eventFile && fs.existsSync(eventFile) ? fs.readFileSync(eventFile, "utf8") : "");
+    return {
+        pid: child.pid ?? -1,
+        eventLog,
+        // the last piece is an unfinished line (or empty): only whole lines are events
+        events: () =>
+            eventLog()
+                .split("\n")
+                .slice(0, -1)
+                .flatMap((l) => {
+                    try {
+                        return [JSON.parse(l) as EngineEvent];
+                    } catch {
+                        return [];
+                    }
+                }),
+        running: () => !exited,
+        kill: (signal) => {
+            if (!exited) child.kill(signal);
+        },
+        done,
+    };
+}
+
+/** Runs `pulumi <args>` on the project's stack (see startCli) to its end. */
+export function cli(p: Project, args: string[], timeoutMs = 900_000): Promise<CliResult> {
+    return startCli(p, args, timeoutMs).done;
 }
