@@ -33,67 +33,61 @@ export function knownHostsLookupScript(t: SshTarget): string {
 }
 
 /**
- * A command, run on one host, that sends its stdin to `next` over ssh: the host key comes from the lines written
- * to "$d/known_hosts" (no other file is trusted) and the key from the forwarded agent.
+ * The one script every host in the chain runs (a host's part is chosen by its arguments, so nothing is quoted inside
+ * quotes and the command stays small however long the chain):
+ *   HOP save REF  NEXT...   docker save REF into the next host (the source host)
+ *   HOP load NODE NEXT...   docker load the stream and, when hosts follow, forward the same bytes at the same time
+ * HOP is this script base64-encoded (handed on to the next host); NEXT is, per following host: its node name,
+ * user@address, ssh port and known_hosts lines (base64). The next host's key is checked against those lines only,
+ * with the key from the forwarded agent. `tee -p` keeps feeding the rest of the chain if this host's load fails,
+ * and this host's load going on if the rest fails; the operator then verifies every host's image ID.
  */
-function forwardCommand(next: ChainHop, after: ChainHop[]): string {
-    const t = next.target;
-    const opts = shellJoin([
-        "-o",
-        "GlobalKnownHostsFile=/dev/null",
-        "-o",
-        "StrictHostKeyChecking=yes",
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "ConnectTimeout=10",
-        "-p",
-        String(t.port),
+export const HOP_SCRIPT = `set -uo pipefail
+self=$1 mode=$2 what=$3
+shift 3
+d=$(mktemp -d) || exit 1
+trap 'rm -rf "$d"' EXIT
+forward() {
+  local node=$1 dest=$2 port=$3
+  printf %s "$4" | base64 -d >"$d/known_hosts" || exit 1
+  shift 4
+  ssh -A -o "UserKnownHostsFile=$d/known_hosts" -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes \\
+    -o BatchMode=yes -o ConnectTimeout=10 -p "$port" -- "$dest" \\
+    "bash -c 'eval \\"\\$(printf %s \\"\\$1\\" | base64 -d)\\"' hop $self load $node $*"
+}
+if [ "$mode" = save ]; then
+  docker save "$what" | forward "$@"
+  exit
+fi
+if [ $# -eq 0 ]; then
+  docker load 2>&1 | sed "s/^/[$what] /" >&2
+  exit
+fi
+mkfifo "$d/image" || exit 1
+docker load <"$d/image" >"$d/load.log" 2>&1 &
+load=$!
+tee -p "$d/image" | forward "$@"
+fwd=$?
+wait "$load"
+rc=$?
+sed "s/^/[$what] /" "$d/load.log" >&2
+if [ "$rc" -ne 0 ]; then echo "docker load failed on node $what (exit $rc)" >&2; exit 1; fi
+exit "$fwd"
+`;
+
+/** The remote command line that runs HOP_SCRIPT with `args` (all plain words: names, addresses, base64). */
+function hopCommand(args: string[]): string[] {
+    return ["bash", "-c", 'eval "$(printf %s "$1" | base64 -d)"', "hop", Buffer.from(HOP_SCRIPT).toString("base64"), ...args];
+}
+
+/** NEXT arguments of HOP_SCRIPT for these hosts. */
+function nextArgs(hops: ChainHop[]): string[] {
+    return hops.flatMap((h) => [
+        h.node,
+        `${h.target.user}@${h.target.host}`,
+        String(h.target.port),
+        Buffer.from(h.knownHosts.join("\n") + "\n").toString("base64"),
     ]);
-    return `ssh -A -o "UserKnownHostsFile=$d/known_hosts" ${opts} -- ${shellQuote(`${t.user}@${t.host}`)} ${shellQuote(
-        shellJoin(["bash", "-c", hopScript(next.node, after)]),
-    )}`;
-}
-
-/** Lines that write `next`'s known_hosts lines into "$d/known_hosts" on the host running them. */
-function writeKnownHosts(next: ChainHop): string {
-    return `printf '%s\\n' ${next.knownHosts.map(shellQuote).join(" ")} >"$d/known_hosts"`;
-}
-
-const TEMP_DIR = ["d=$(mktemp -d) || exit 1", `trap 'rm -rf "$d"' EXIT`];
-
-/**
- * bash script for a host in the chain: loads stdin into its engine and, when hops follow, forwards the same bytes
- * to the next one at the same time (tee into a FIFO read by `docker load`). `tee -p` keeps feeding the rest of the
- * chain if this host's load fails, and this host's load going on if the rest fails; the caller verifies every ID.
- */
-export function hopScript(node: string, rest: ChainHop[]): string {
-    const tag = shellQuote(`[${node}] `);
-    if (rest.length === 0) {
-        return ["set -o pipefail", `docker load 2>&1 | sed "s/^/"${tag}"/" >&2`].join("\n");
-    }
-    const [next, ...after] = rest;
-    const forward = forwardCommand(next, after);
-    return [
-        "set -uo pipefail",
-        ...TEMP_DIR,
-        'mkfifo "$d/image"',
-        writeKnownHosts(next),
-        `docker load <"$d/image" >"$d/load.log" 2>&1 & load=$!`,
-        `tee -p "$d/image" | ${forward}`,
-        "fwd=$?",
-        'wait "$load"; rc=$?',
-        `sed "s/^/"${tag}"/" "$d/load.log" >&2`,
-        `if [ "$rc" -ne 0 ]; then echo ${shellQuote(`docker load failed on node ${node}`)}" (exit $rc)" >&2; exit 1; fi`,
-        'exit "$fwd"',
-    ].join("\n");
-}
-
-/** bash script run on the source host: `docker save` into the first hop. */
-export function sourceScript(ref: string, hops: ChainHop[]): string {
-    const [first, ...rest] = hops;
-    const forward = forwardCommand(first, rest);
-    return ["set -uo pipefail", ...TEMP_DIR, writeKnownHosts(first), `${shellJoin(["docker", "save", ref])} | ${forward}`].join("\n");
 }
 
 /**
@@ -121,7 +115,7 @@ export function chainCopyScript(source: ChainSource, ref: string, hops: ChainHop
             ...sshOptions(t),
             "--",
             `${t.user}@${t.host}`,
-            shellJoin(["bash", "-c", sourceScript(ref, hops)]),
+            shellJoin(hopCommand(["save", ref, ...nextArgs(hops)])),
         ]);
         return [...agent, ssh].join("\n");
     }
@@ -133,7 +127,7 @@ export function chainCopyScript(source: ChainSource, ref: string, hops: ChainHop
         ...sshOptions(t),
         "--",
         `${t.user}@${t.host}`,
-        shellJoin(["bash", "-c", hopScript(first.node, rest)]),
+        shellJoin(hopCommand(["load", first.node, ...nextArgs(rest)])),
     ]);
     return [...agent, `${shellJoin(["docker", "save", ref])} | ${ssh}`].join("\n");
 }

@@ -10,7 +10,7 @@ import { execFileSync } from "child_process";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
-import { ChainHop, chainCopyScript, hopScript, knownHostsName } from "../../infra/builders/imageChain";
+import { ChainHop, HOP_SCRIPT, chainCopyScript, knownHostsName } from "../../infra/builders/imageChain";
 import type { SshTarget } from "../../infra/builders/ssh";
 import { imageChainProvider } from "../../infra/providers/imageChain";
 
@@ -61,13 +61,22 @@ test("known_hosts names: plain host on port 22, [host]:port otherwise", () => {
     expect(knownHostsName(target(2, 2222))).toBe("[10.9.0.12]:2222");
 });
 
-test("every hop script is valid bash, however deep the nesting", () => {
+test("the scripts are valid bash, and the command grows linearly with the chain (no quoting inside quoting)", () => {
     const h = (i: number): ChainHop => ({ ...member(i), knownHosts: [`${target(i).host} ${hostKey(i)}`] });
     const script = chainCopyScript(source(), "img:1", [h(2), h(3), h(4)], target(1));
     execFileSync("bash", ["-n", "-c", script]);
-    execFileSync("bash", ["-n", "-c", hopScript("spark-2", [h(3), h(4)])]);
+    execFileSync("bash", ["-n", "-c", HOP_SCRIPT]);
     expect(script).toContain("ssh-agent");
     expect(script).toMatch(/ssh-add -q -t 600 /);
+    const long = chainCopyScript(
+        source(),
+        "img:1",
+        Array.from({ length: 32 }, (_, i) => h(i + 2)),
+        target(1),
+    );
+    const perHop = (long.length - script.length) / 29;
+    expect(perHop).toBeLessThan(300);
+    expect(long.length).toBeLessThan(16_000);
 });
 
 test("create streams source -> spark-2 -> spark-3 -> spark-4, each host checking the next one's key", async () => {
