@@ -18,6 +18,9 @@ const REPEATS = Number(process.env.VCL_BENCH_REPEATS ?? "3");
 const SMOKE = process.env.VCL_BENCH_SMOKE === "1";
 const OUT = process.env.VCL_BENCH_OUT ?? __dirname;
 const MANUAL_KEY = "bench-manual-procedure-key";
+/** Hosts in the measured cluster: the local stack's two, or more (spark-3.. like spark-2, tensor parallel = hosts). */
+const HOSTS_N = Number(process.env.VCL_BENCH_HOSTS ?? "2");
+const RESULTS = HOSTS_N === 2 ? "results.json" : `results-${HOSTS_N}hosts.json`;
 
 type Figure = { runs: number[]; min: number; median: number; max: number; unit: string; note: string };
 const runs: Record<string, { unit: string; note: string; values: number[] }> = {};
@@ -122,7 +125,7 @@ async function benchPulumi(first: boolean): Promise<void> {
     expectOk(cold.value);
     record("pulumi: cold up", cold.seconds, "s", "pulumi up from an empty stack, image copied, until readiness answers");
     record("pulumi: ssh connections, cold up", cold.ssh, "count", "sshd 'Accepted publickey' lines during the cold up");
-    if (first) {
+    if (first && HOSTS_N === 2) {
         writeEvents(cold.value, path.join(OUT, "timeline-events.jsonl"));
     }
     const key = String(cold.value.outputs.apiKey);
@@ -174,6 +177,18 @@ async function benchImageLink(): Promise<void> {
 
 beforeAll(async () => {
     p = await openProject(STACK, "vcl-bench-");
+    if (HOSTS_N > 2) {
+        editConfig(p, (c) => {
+            const nodes = c.nodes as (Record<string, unknown> & { env: Record<string, string> })[];
+            for (let i = 3; i <= HOSTS_N; i++) {
+                const at = `${10 + i}`;
+                // two cores: ranks alternate between them, as spark-1 and spark-2 do
+                const env = { ...nodes[1].env, OMP_PLACES: `{${(i - 1) % 2}}` };
+                nodes.push({ ...nodes[1], name: `spark-${i}`, sshHost: `10.231.0.${at}`, fabricIp: `10.232.0.${at}`, env });
+            }
+            (c.serve as Record<string, unknown>).tensorParallelSize = HOSTS_N;
+        });
+    }
     hosts = new Hosts(stackConfig(p.stackFile));
 }, 120_000);
 
@@ -209,7 +224,7 @@ test(
             pairs.filter(([, a, b]) => figures[a] && figures[b]).map(([k, a, b]) => [k, figures[a].median / figures[b].median]),
         );
         const result = { repeats: REPEATS, hosts: names().length, when: new Date().toISOString(), figures, ratios };
-        fs.writeFileSync(path.join(OUT, "results.json"), JSON.stringify(result, null, 2) + "\n");
+        fs.writeFileSync(path.join(OUT, RESULTS), JSON.stringify(result, null, 2) + "\n");
         expect(figures["pulumi: ssh connections, no-op up"].max).toBe(0);
     },
     REPEATS * 1_800_000,

@@ -4,6 +4,7 @@
 #   sudo npm run bench              3 repeats; writes bench/results.json, bench/timeline.{txt,json,png}
 #   sudo npm run bench -- --smoke   the Pulumi side once into a temporary directory (what `npm test` runs): the
 #                                   bench works; its goals are not checked and the manual procedure does not run
+#   sudo npm run bench -- --hosts 4 the same on 4 hosts (tensor parallel 4); writes bench/results-4hosts.json
 #
 # Runs `pulumi up` of the `local` stack on the simulated hosts (tests/testbed) side by side with bench/manual.sh,
 # the manual procedure, on the same hosts, image and model; see bench/bench.test.ts for what is measured.
@@ -11,23 +12,34 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 1
 
-out=$root/bench repeats=${VCL_BENCH_REPEATS:-3}
-if [[ ${1:-} == --smoke ]]; then
-  out=$(mktemp -d "${TMPDIR:-/tmp}/vcl-bench.XXXXXX") repeats=1
-  export VCL_BENCH_SMOKE=1
-fi
+out=$root/bench repeats=${VCL_BENCH_REPEATS:-3} n=2 results=results.json
+while (($#)); do
+  case $1 in
+    --smoke)
+      out=$(mktemp -d "${TMPDIR:-/tmp}/vcl-bench.XXXXXX") repeats=1
+      export VCL_BENCH_SMOKE=1
+      ;;
+    --hosts)
+      n=${2:?--hosts needs a number} results=results-${2}hosts.json
+      shift
+      ;;
+    *) echo "bench: unknown argument $1 (--smoke, --hosts N)" >&2; exit 2 ;;
+  esac
+  shift
+done
+export VCL_BENCH_HOSTS=$n
 # shellcheck source=../tests/lib/testbed-stage.sh
 source tests/lib/testbed-stage.sh
-testbed_stage bench 2 || exit 1
+testbed_stage bench "$n" || exit 1
 
 echo "bench: $repeats repeat(s), results in $out"
 VCL_BENCH_REPEATS=$repeats VCL_BENCH_OUT=$out timeout $((repeats * 1800 + 600)) \
   npx jest --selectProjects bench --runInBand --ci bench/bench.test.ts || { echo "bench: FAILED: a measured run failed" >&2; exit 1; }
 
-bash setup/timeline.sh "$out/timeline-events.jsonl" --title "pulumi up of the local stack from empty (2 simulated hosts)" \
+[[ ! -f $out/timeline-events.jsonl ]] || bash setup/timeline.sh "$out/timeline-events.jsonl" --title "pulumi up of the local stack from empty (2 simulated hosts)" \
   --png "$out/timeline.png" --json "$out/timeline.json" >"$out/timeline.txt" || { echo "bench: FAILED: timeline" >&2; exit 1; }
 rm -f "$out/timeline-events.jsonl"
-cat "$out/timeline.txt"
+[[ $n != 2 ]] || cat "$out/timeline.txt"
 echo
 node -e '
 const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
@@ -35,5 +47,5 @@ console.log(`bench: ${r.repeats} repeat(s) on ${r.hosts} simulated hosts (min / 
 for (const [k, f] of Object.entries(r.figures))
   console.log(`  ${k.padEnd(44)} ${[f.min, f.median, f.max].map((v) => String(v).padStart(8)).join(" ")}  ${f.unit}`);
 for (const [k, v] of Object.entries(r.ratios)) console.log(`  ${k.padEnd(44)} ${v.toFixed(2).padStart(8)}`);
-' "$out/results.json"
+' "$out/$results"
 echo "bench: chart $out/timeline.png"

@@ -101,6 +101,7 @@ if ((fast == 0)); then
     [[ -f "$t" ]] && stage "$(sed -n 's/^# stage: //p' "$t" | head -n 1)" bash "$t"
   done
   stage "$(sed -n 's/^# stage: //p' bench/run.sh | head -n 1)" bash bench/run.sh --smoke
+  stage "$(sed -n 's/^# stage: //p' bench/distribution.sh | head -n 1)" bash bench/distribution.sh --smoke
   stage "tear down the simulated hosts and the machine engine (and check nothing is left)" \
     tests/testbed/testbed down --machine-engine
 fi
