@@ -288,6 +288,11 @@ const schemaCases: [string, (r: Raw) => void, string[]][] = [
         ["serve: must be an object", "serve.tensorParallelSize: is required"],
     ],
     ["an optional section of the wrong type", (r) => (r.ray = 5), ["ray: must be an object"]],
+    [
+        "an image distribution that does not exist",
+        (r) => (r.image.distribution = "star"),
+        ['image.distribution: "star" must be one of chain, relay'],
+    ],
     ["nodes of the wrong type are reported once", (r) => (r.nodes = ""), ["nodes: must be a non-empty list"]],
     [
         "a list item of the wrong type is reported once",
