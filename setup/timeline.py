@@ -5,7 +5,7 @@ Usage:
     bash setup/timeline.sh EVENTS.jsonl --png OUT.png     (the same; installs Pillow once when --png is given)
 
 For any stack:
-    pulumi up --event-log /tmp/up-events.jsonl
+    PULUMI_DEBUG_COMMANDS=true pulumi up --event-log /tmp/up-events.jsonl
     bash setup/timeline.sh /tmp/up-events.jsonl --png up.png
 
 EVENTS.jsonl holds one Pulumi EngineEvent (JSON) a line, as `--event-log` writes them or as the Automation API's

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Timeline of one Pulumi operation from its engine event log: a text table, and with --png a Gantt chart.
-#   pulumi up --event-log /tmp/up-events.jsonl
+#   PULUMI_DEBUG_COMMANDS=true pulumi up --event-log /tmp/up-events.jsonl
 #   bash setup/timeline.sh /tmp/up-events.jsonl --png up.png [--json up.json] [--title TEXT] [--all]
 # Runs setup/timeline.py (see its docstring). For --png it first installs Pillow (pinned) once, with pip and the
 # machine's own pip configuration, into a cache outside the repository:

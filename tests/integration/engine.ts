@@ -294,7 +294,8 @@ export function startCli(p: Project, args: string[], timeoutMs = 900_000): CliRu
     const t0 = Date.now();
     const child = spawn("pulumi", argv, {
         cwd: p.dir,
-        env: { ...process.env, ...p.stack.workspace.envVars },
+        // --event-log is registered only with PULUMI_DEBUG_COMMANDS (the Automation API sets it too)
+        env: { ...process.env, ...p.stack.workspace.envVars, PULUMI_DEBUG_COMMANDS: "true" },
         stdio: ["ignore", "pipe", "pipe"],
     });
     let output = "";

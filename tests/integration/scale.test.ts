@@ -29,7 +29,7 @@ const SPARK3_OWN = [
     "spark-3-ray-token-file",
 ];
 /** What depends on the host list: re-checked and restarted on either change. */
-const HOST_LIST_DEPENDENTS = { replace: ["cluster-ready-probe", "serve-container", "serve-readiness"], update: ["roster"] };
+const HOST_LIST_DEPENDENTS = { replace: ["cluster-ready-probe", "serve-container", "serve-readiness"], update: ["image-chain", "roster"] };
 
 type RawNode = Record<string, unknown> & { name: string; env: Record<string, string> };
 
