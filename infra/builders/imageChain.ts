@@ -7,7 +7,7 @@
  * key, and verify each other's host keys against the operator's own known_hosts lines, shipped with the command.
  */
 import { shellJoin, shellQuote } from "./quote";
-import { SshTarget, sshOptions } from "./ssh";
+import { SshTarget, sshArgv } from "./ssh";
 
 /** One host in the chain and the known_hosts lines (from the operator's file) that authenticate it. */
 export interface ChainHop {
@@ -80,6 +80,12 @@ function hopCommand(args: string[]): string[] {
     return ["bash", "-c", 'eval "$(printf %s "$1" | base64 -d)"', "hop", Buffer.from(HOP_SCRIPT).toString("base64"), ...args];
 }
 
+/** The operator's ssh into the chain's first host, with the agent forwarded, running HOP_SCRIPT with `args`. */
+function hopSsh(t: SshTarget, args: string[]): string {
+    const [ssh, ...rest] = sshArgv(t, hopCommand(args));
+    return shellJoin([ssh, "-A", ...rest]);
+}
+
 /** NEXT arguments of HOP_SCRIPT for these hosts. */
 function nextArgs(hops: ChainHop[]): string[] {
     return hops.flatMap((h) => [
@@ -108,26 +114,9 @@ export function chainCopyScript(source: ChainSource, ref: string, hops: ChainHop
         )} >&2; exit 1; }`,
     ];
     if (source.kind === "host") {
-        const t = source.target;
-        const ssh = shellJoin([
-            "ssh",
-            "-A",
-            ...sshOptions(t),
-            "--",
-            `${t.user}@${t.host}`,
-            shellJoin(hopCommand(["save", ref, ...nextArgs(hops)])),
-        ]);
-        return [...agent, ssh].join("\n");
+        return [...agent, hopSsh(source.target, ["save", ref, ...nextArgs(hops)])].join("\n");
     }
     const [first, ...rest] = hops;
-    const t = first.target;
-    const ssh = shellJoin([
-        "ssh",
-        "-A",
-        ...sshOptions(t),
-        "--",
-        `${t.user}@${t.host}`,
-        shellJoin(hopCommand(["load", first.node, ...nextArgs(rest)])),
-    ]);
+    const ssh = hopSsh(first.target, ["load", first.node, ...nextArgs(rest)]);
     return [...agent, `${shellJoin(["docker", "save", ref])} | ${ssh}`].join("\n");
 }
