@@ -1,6 +1,10 @@
 import * as pulumi from "@pulumi/pulumi";
 import { ClusterConfig, loadConfig } from "./config";
 import { buildCluster } from "./program";
+import { redactSdkDebugLog } from "./sdkLogRedaction";
+
+// First, before any resource: the SDK's debug log would otherwise put secret outputs into the engine's events.
+redactSdkDebugLog();
 
 // Validation throws (listing every problem) before any resource is registered. A RunError prints just the message
 // (which names each offending key), not a stack trace into the program's internals.
