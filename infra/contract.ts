@@ -38,6 +38,8 @@ export const LABEL = {
     rayTokenHash: "vllm-cluster.ray-token-sha256",
     headContainerId: "vllm-cluster.head-container-id",
     rank0ContainerId: "vllm-cluster.rank0-container-id",
+    /** With model.source: the model's content checksum (sha256 of its manifest), so new model content replaces it. */
+    modelDigest: "vllm-cluster.model-sha256",
 } as const;
 
 export type Role = "ray-head" | "ray-worker" | "serve";

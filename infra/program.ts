@@ -2,6 +2,7 @@ import * as pulumi from "@pulumi/pulumi";
 import * as random from "@pulumi/random";
 import { ClusterReady } from "../components/clusterReady";
 import { ImageDistribution } from "../components/imageDistribution";
+import { ModelDistribution } from "../components/modelDistribution";
 import { RayHead } from "../components/rayHead";
 import { RayWorker } from "../components/rayWorker";
 import { ServeContainer, ServeEndpoint } from "../components/serveEndpoint";
@@ -61,8 +62,9 @@ interface GraphContext {
 type BackendOutputs = Pick<ClusterOutputs, "endpoint" | "rayDashboard" | "clusterFingerprint">;
 
 /**
- * Builds the whole resource graph from a validated config. Ordering comes from data: image IDs into containers,
- * the head's address into workers, container IDs into the gate, its fingerprint and the key's hash into serve.
+ * Builds the whole resource graph from a validated config. Ordering comes from data: image IDs (and with
+ * model.source the model's digest) into containers, the head's address into workers, container IDs into the gate,
+ * its fingerprint and the key's hash into serve.
  */
 export function buildCluster(cfg: ClusterConfig, stack: string): ClusterOutputs {
     const hosts = new Map<string, SparkNode>();
@@ -74,6 +76,9 @@ export function buildCluster(cfg: ClusterConfig, stack: string): ClusterOutputs 
     const head = host(cfg.head.name);
 
     const image = new ImageDistribution("image", { ...cfg.image, nodes: [...hosts.values()] });
+    const model = cfg.model.source
+        ? new ModelDistribution("model", { hostPath: cfg.model.hostPath, sourceNode: cfg.model.source, nodes: [...hosts.values()] })
+        : undefined;
     const apiKey = new random.RandomPassword("api-key", { length: API_KEY_LENGTH, special: false });
     const roster = new Roster("roster", {
         members: cfg.nodes.map((n) => ({
@@ -92,6 +97,7 @@ export function buildCluster(cfg: ClusterConfig, stack: string): ClusterOutputs 
             imageId: image.imageIds[node.name],
             imageRef: cfg.image.ref,
             model: cfg.model,
+            modelDigest: model?.digest,
             serve: cfg.serve,
             stateDir: cfg.stateDir,
         }),

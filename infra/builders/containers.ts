@@ -27,6 +27,11 @@ export interface ContainerInput {
      * gets RAY_AUTH_MODE=token and the token file, read-only, at RAY_TOKEN_CONTAINER_PATH.
      */
     rayTokenHash?: pulumi.Input<string>;
+    /**
+     * With model.source: the model's content checksum (a ModelDistribution output), carried as a label, so the
+     * container starts after the model is copied to its host and new model content replaces it.
+     */
+    modelDigest?: pulumi.Input<string>;
 }
 
 /** What one container adds to the shared part. */
@@ -59,7 +64,12 @@ export function containerArgs(p: ContainerInput, c: ContainerSpec): docker.Conta
         entrypoints: c.entrypoints,
         command: c.command,
         envs: auth ? mapInput(c.envs, (e) => [...e, ...RAY_TOKEN_ENV]) : c.envs,
-        labels: [...labelList(c.labels), ...(c.dynamicLabels ?? []), ...(auth ? [{ label: LABEL.rayTokenHash, value: auth }] : [])],
+        labels: [
+            ...labelList(c.labels),
+            ...(c.dynamicLabels ?? []),
+            ...(auth ? [{ label: LABEL.rayTokenHash, value: auth }] : []),
+            ...(p.modelDigest !== undefined ? [{ label: LABEL.modelDigest, value: p.modelDigest }] : []),
+        ],
         volumes: c.volumes,
         mounts: auth ? [...(c.mounts ?? []), rayTokenMount(p.stateDir, p.node.name)] : c.mounts,
         gpus: p.node.gpuRuntime === "nvidia" ? "all" : undefined,

@@ -9,6 +9,7 @@ import {
     ImageConfig,
     imageFields,
     imageSchema,
+    modelFields,
     modelSchema,
     nativeFields,
     nativeSchema,
@@ -39,6 +40,7 @@ function partsOf(config: unknown) {
         nodes: nodes.map((n) => (isObject(n) ? validFields(nodeFields, n) : undefined)),
         head: headIndex(nodes.map(writtenRole)),
         image: validFields(imageFields, top.image),
+        model: validFields(modelFields, top.model),
         serve: validFields(serveFields, top.serve),
         ray: validFields(rayFields, top.ray),
         native: validFields(nativeFields, top.native),
@@ -49,15 +51,21 @@ function partsOf(config: unknown) {
 type Parts = ReturnType<typeof partsOf>;
 
 /** Judged only against a complete list of names, so a malformed name is not reported a second time here. */
-function sourceNodeIsANode(p: Parts, ctx: z.RefinementCtx): void {
-    const { source, sourceNode } = p.image;
+function isANode(p: Parts, ctx: z.RefinementCtx, path: [string, string], name: string | undefined): void {
     const names = p.nodes.map((n) => n?.name);
-    if (source !== "host" || sourceNode === undefined || names.length === 0 || names.includes(undefined)) {
+    if (name === undefined || names.length === 0 || names.includes(undefined)) {
         return;
     }
-    if (!names.includes(sourceNode)) {
-        problem(ctx, ["image", "sourceNode"], `${quote(sourceNode)} is not one of the nodes (${names.join(", ")})`);
+    if (!names.includes(name)) {
+        problem(ctx, path, `${quote(name)} is not one of the nodes (${names.join(", ")})`);
     }
+}
+
+function sourceNodesAreNodes(p: Parts, ctx: z.RefinementCtx): void {
+    if (p.image.source === "host") {
+        isANode(p, ctx, ["image", "sourceNode"], p.image.sourceNode);
+    }
+    isANode(p, ctx, ["model", "source"], p.model.source);
 }
 
 /** vLLM places one worker per GPU: TP x PP must use every GPU of every node, no more and no fewer. */
@@ -151,7 +159,7 @@ export const clusterSchema = z
     .preprocess((raw) => (isObject(raw) ? raw : {}), sectionsSchema)
     .superRefine((config: unknown, ctx) => {
         const parts = partsOf(config);
-        sourceNodeIsANode(parts, ctx);
+        sourceNodesAreNodes(parts, ctx);
         parallelismUsesEveryGpu(parts, ctx);
         portsDoNotClash(parts, ctx);
     }, evenIfInvalid)

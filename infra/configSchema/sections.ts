@@ -52,12 +52,19 @@ export const modelFields = {
     containerPath: optional(absPath()),
     /** The name clients ask for (the API's `model`). */
     servedName: required(token("served model name")),
+    /**
+     * Node that holds the model directory; it is copied to the other nodes (along a chain, like the image) and the
+     * containers restart when its content changes. Unset: the model is already in place on every host. Checked
+     * against the nodes.
+     */
+    source: optional(string()),
 };
 
 export const modelSchema = section(modelFields).transform((m) => ({
     hostPath: m.hostPath,
     containerPath: m.containerPath ?? `/models/${path.posix.basename(m.hostPath)}`,
     servedName: m.servedName,
+    source: m.source,
 }));
 
 export type ModelConfig = z.output<typeof modelSchema>;

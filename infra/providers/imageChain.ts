@@ -1,15 +1,10 @@
 import * as pulumi from "@pulumi/pulumi";
 import { imageInspectScript } from "../builders/image";
-import { ChainSource, chainCopyScript, knownHostsLookupScript } from "../builders/imageChain";
+import { ChainSource, chainCopyScript } from "../builders/imageChain";
 import { shellJoin } from "../builders/quote";
 import type { SshTarget } from "../builders/ssh";
 import { lastLine, runBash, tail } from "./bash";
-
-/** One host that must hold the image, in chain order. */
-export interface ChainMember {
-    node: string;
-    target: SshTarget;
-}
+import { ChainMember, chainDiff, hopsOf } from "./chain";
 
 /** Inputs of an ImageChain: data only; the provider builds its scripts with the pure builders at run time. */
 export interface ImageChainInputs {
@@ -55,14 +50,6 @@ async function observe(s: State): Promise<{ sourceId: string; imageIds: Record<s
     return { sourceId, imageIds: Object.fromEntries(s.members.map((m, i) => [m.node, ids[i]])) };
 }
 
-async function knownHostsOf(m: ChainMember): Promise<string[]> {
-    const lines = (await runBash(knownHostsLookupScript(m.target))).stdout.split("\n").filter((l) => l.trim() !== "");
-    if (lines.length === 0) {
-        throw new Error(`no known_hosts entry for node ${m.node} (${m.target.host}) in ${m.target.knownHostsFile}`);
-    }
-    return lines;
-}
-
 /** Streams the image along the chain of members that lack it; fails naming every member still without it. */
 async function converge(s: State): Promise<State> {
     const seen = await observe(s);
@@ -73,8 +60,7 @@ async function converge(s: State): Promise<State> {
     if (needy.length === 0) {
         return { ...s, ...seen, copied: [] };
     }
-    const hops = await Promise.all(needy.map(async (m) => ({ ...m, knownHosts: await knownHostsOf(m) })));
-    const r = await runBash(chainCopyScript(s.source, s.ref, hops, needy[0].target));
+    const r = await runBash(chainCopyScript(s.source, s.ref, await hopsOf(needy), needy[0].target));
     // only the hosts streamed to are looked at again (one ssh each)
     const now = await Promise.all(needy.map((m) => inspect(m.target, s.ref, `node ${m.node}`)));
     const after = { sourceId: seen.sourceId, imageIds: { ...seen.imageIds, ...Object.fromEntries(needy.map((m, i) => [m.node, now[i]])) } };
@@ -100,9 +86,7 @@ export const imageChainProvider: pulumi.dynamic.ResourceProvider = {
     },
 
     async diff(_id: string, olds: State, news: State) {
-        const inputsChanged = (["ref", "source", "members"] as const).some((k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]));
-        const unfilled = news.members.some((m) => !olds.sourceId || olds.imageIds?.[m.node] !== olds.sourceId);
-        return { changes: inputsChanged || unfilled, replaces: [], deleteBeforeReplace: false };
+        return chainDiff(olds, news, ["ref", "source", "members"], { source: olds.sourceId, members: olds.imageIds });
     },
 
     async create(inputs: State) {

@@ -46,6 +46,13 @@ describe("committed stacks validate", () => {
         expect(c.nodes[0].sshPort).toBe(22);
     });
 
+    test("model.source names the node holding the model; unset, the model is taken as in place on every host", () => {
+        expect(validateConfig(base()).model.source).toBeUndefined();
+        const raw = base();
+        raw.model.source = "spark-2";
+        expect(validateConfig(raw).model.source).toBe("spark-2");
+    });
+
     test("defaults: head is the first node, model container path from basename, ports", () => {
         const raw = base();
         delete raw.nodes[0].role;
@@ -151,6 +158,12 @@ const cases: [string, (r: Raw) => void, string[]][] = [
         (r) => (r.image.sourceNode = "spark-9"),
         ['image.sourceNode: "spark-9" is not one of the nodes (spark-1, spark-2)'],
     ],
+    [
+        "unknown model source node",
+        (r) => (r.model.source = "spark-9"),
+        ['model.source: "spark-9" is not one of the nodes (spark-1, spark-2)'],
+    ],
+    ["model source not a string", (r) => (r.model.source = 2), ["model.source: must be a string"]],
     ["bad image source", (r) => (r.image.source = "s3"), ['image.source: "s3" must be one of host, local, registry']],
     ["bad gpu runtime", (r) => (r.nodes[0].gpuRuntime = "amd"), ['nodes[0].gpuRuntime: "amd" must be one of nvidia, none']],
     [
@@ -325,6 +338,14 @@ const schemaCases: [string, (r: Raw) => void, string[]][] = [
     [
         "a malformed node name is not reported again by image.sourceNode",
         (r) => (r.nodes[0].name = "Spark_1"),
+        ['nodes[0].name: "Spark_1" is not a valid node name ([a-z0-9-])'],
+    ],
+    [
+        "a malformed node name is not reported again by model.source",
+        (r) => {
+            r.model.source = "spark-1";
+            r.nodes[0].name = "Spark_1";
+        },
         ['nodes[0].name: "Spark_1" is not a valid node name ([a-z0-9-])'],
     ],
     [

@@ -112,6 +112,14 @@ function mockState(args: pulumi.runtime.MockResourceArgs, salt: string): { id: s
                 const imageIds = Object.fromEntries(members.map((m) => [m.node, sourceId]));
                 return { id: `${inputs.ref}@chain`, state: { ...inputs, sourceId, imageIds, copied: members.map((m) => m.node) } };
             }
+            if ("members" in inputs && "hostPath" in inputs) {
+                // ModelChain: every member holds the source's model
+                const digest = `sha256:${h([inputs.hostPath, inputs.source])}`;
+                const members = inputs.members as { node: string }[];
+                const digests = Object.fromEntries(members.map((m) => [m.node, digest]));
+                const copied = members.map((m) => m.node);
+                return { id: `${inputs.hostPath}@chain`, state: { ...inputs, digest, files: 1, bytes: 1, digests, copied } };
+            }
             if ("members" in inputs) {
                 // Roster: its version is the member names
                 const members = inputs.members as { name: string }[];

@@ -10,7 +10,8 @@ import { execFileSync } from "child_process";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
-import { ChainHop, HOP_SCRIPT, chainCopyScript, knownHostsName } from "../../infra/builders/imageChain";
+import { ChainHop, knownHostsName } from "../../infra/builders/chain";
+import { HOP_SCRIPT, chainCopyScript } from "../../infra/builders/imageChain";
 import type { SshTarget } from "../../infra/builders/ssh";
 import { imageChainProvider } from "../../infra/providers/imageChain";
 

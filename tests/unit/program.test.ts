@@ -10,6 +10,7 @@ import { keyFileProvider } from "../../infra/providers/keyFile";
 import { rosterProvider } from "../../infra/providers/roster";
 import { imageChainProvider } from "../../infra/providers/imageChain";
 import { imagePresenceProvider } from "../../infra/providers/imagePresence";
+import { modelChainProvider } from "../../infra/providers/modelChain";
 import {
     MOCK_API_KEY,
     PropertyDependencies,
@@ -584,6 +585,84 @@ describe("dynamic providers reach the engine serialized (real closure serializat
             expect(diff.changes).toBe(true);
             expect(diff).toEqual(await source.diff!(r.id, r.outputs, news));
         }
+    });
+});
+
+describe("model.source: the model copied along a chain from that node, its digest carried by every container", () => {
+    const DIGEST = "vllm-cluster.model-sha256";
+    const withSource = (stack: string, source: string): ClusterConfig => {
+        const raw: Raw = deepClone(loadStackRaw(stack));
+        raw.model.source = source;
+        return validateConfig(raw);
+    };
+    const containersOf = (run: Run) => run.resources.filter((r) => r.type === T.container);
+
+    test("unset: no model chain, and no container carries a model digest", () => {
+        for (const stack of ["local", "spark", "four-node"]) {
+            expect(runs[stack].byName.has("model-chain")).toBe(false);
+            for (const c of containersOf(runs[stack])) expect(labelsOf(c)[DIGEST]).toBeUndefined();
+        }
+    });
+
+    test("set: one chain from the source to the other nodes in stack order; every container takes its digest", async () => {
+        const cfg = withSource("four-node", "gpu-2");
+        const run = await runStack("four-node", cfg);
+        const d = diffRuns(runs["four-node"], run);
+        expect(d.added).toEqual(["model", "model-chain"]);
+        expect(d.removed).toEqual([]);
+        expect(d.changed).toEqual([...containersOf(run).map((c) => c.name), "cluster-ready-probe", "serve-readiness"].sort());
+        expect(get(run, "model")).toMatchObject({ type: "vllm-cluster:index:ModelDistribution", parent: "" });
+        const chain = get(run, "model-chain");
+        expect(chain).toMatchObject({ type: T.dynamic, parent: "model", provider: "" });
+        expect(chain.inputs).toMatchObject({
+            hostPath: cfg.model.hostPath,
+            source: { node: "gpu-2", target: { host: cfg.nodes[1].sshHost } },
+        });
+        expect((chain.inputs.members as { node: string }[]).map((m) => m.node)).toEqual(["gpu-1", "gpu-3", "gpu-4"]);
+        expect(chain.outputs.digest).toMatch(/^sha256:/);
+        expect(containersOf(run)).toHaveLength(cfg.nodes.length + 1);
+        for (const c of containersOf(run)) expect(labelsOf(c)[DIGEST]).toBe(chain.outputs.digest);
+    });
+
+    test("serve waits on the chain through data, and new model content replaces what mounts the model", async () => {
+        const cfg = withSource("local", "spark-1");
+        const run = await runStack("local", cfg);
+        // a preview creating the chain leaves the digest label of every container unknown until the copy is done
+        const preview = await runStack("local", cfg, { name: "model-chain", outputs: "unknown" });
+        expect(unknownInputs(preview)).toEqual({
+            "ray-head-container": ["labels"],
+            "ray-worker-spark-2-container": ["labels"],
+            "serve-container": ["labels"],
+        });
+        expect(await changedBy("local", cfg, run, "model-chain")).toEqual([
+            "cluster-ready-probe",
+            "ray-head-container",
+            "ray-worker-spark-2-container",
+            "serve-container",
+            "serve-readiness",
+        ]);
+    });
+
+    test("backend native: every rank takes the digest", async () => {
+        const run = await runStack("local-native", withSource("local-native", "spark-2"));
+        const chain = get(run, "model-chain");
+        expect((chain.inputs.members as { node: string }[]).map((m) => m.node)).toEqual(["spark-1"]);
+        for (const r of ["serve-rank-0-container", "serve-rank-1-container"]) {
+            expect(labelsOf(get(run, r))[DIGEST]).toBe(chain.outputs.digest);
+        }
+    });
+
+    test("the chain's provider reaches the engine serialized and diffs as the source does", async () => {
+        const chain = get(await runStack("local", withSource("local", "spark-1")), "model-chain");
+        const mod = { exports: {} as { handler?: () => pulumi.dynamic.ResourceProvider } };
+        vm.runInNewContext(chain.serializedProvider ?? "", { exports: mod.exports, require });
+        const loaded = mod.exports.handler!();
+        expect(Object.keys(loaded).sort()).toEqual(Object.keys(modelChainProvider).sort());
+        for (const news of [chain.inputs, { ...chain.inputs, hostPath: "/models/other" }]) {
+            const diff = await loaded.diff!(chain.id, chain.outputs, news);
+            expect(diff).toEqual(await modelChainProvider.diff!(chain.id, chain.outputs, news));
+        }
+        expect((await loaded.diff!(chain.id, chain.outputs, chain.inputs)).changes).toBe(false);
     });
 });
 

@@ -1,0 +1,123 @@
+/**
+ * One stream along a chain of hosts: the source host writes it into an ssh session to the first host that needs it,
+ * which consumes it and forwards the same bytes to the next one while it consumes them, and so on. Every link
+ * carries one copy, so N hosts take about as long as one, and no byte passes through the operator. What the stream
+ * is (an image, model files) is up to the caller: it names the shell commands that write it and that consume it.
+ *
+ * Hosts reach each other with the operator's key through a forwarded, short-lived ssh-agent that holds only that
+ * key, and verify each other's host keys against the operator's own known_hosts lines, shipped with the command.
+ */
+import { shellJoin, shellQuote } from "./quote";
+import { SshTarget, sshArgv } from "./ssh";
+
+/** One host in the chain and the known_hosts lines (from the operator's file) that authenticate it. */
+export interface ChainHop {
+    node: string;
+    target: SshTarget;
+    knownHosts: string[];
+}
+
+/** How many seconds the temporary agent keeps the key: connections are all made when the stream starts. */
+export const AGENT_KEY_LIFETIME_S = 600;
+
+/** The `ssh-keygen -F` name of a target in known_hosts: `host`, or `[host]:port` off port 22. */
+export function knownHostsName(t: Pick<SshTarget, "host" | "port">): string {
+    return t.port === 22 ? t.host : `[${t.host}]:${t.port}`;
+}
+
+/** Prints the known_hosts lines that authenticate `t` (hashed or not); empty output when there are none. */
+export function knownHostsLookupScript(t: SshTarget): string {
+    return `ssh-keygen -F ${shellQuote(knownHostsName(t))} -f ${shellQuote(t.knownHostsFile)} | grep -v '^#' || true`;
+}
+
+/** What a chain carries: the shell commands at its two ends. */
+export interface HopSteps {
+    /** Writes the stream to stdout on the source host; `$what` is the source's argument, `$d` a private temp dir. */
+    save: string;
+    /** Consumes the stream from stdin on a host that needs it; what it prints is shown prefixed with the node. */
+    load: string;
+    /** How a failed `load` is named in the error ("docker load"). */
+    loadName: string;
+}
+
+/**
+ * The one script every host in the chain runs (a host's part is chosen by its arguments, so nothing is quoted inside
+ * quotes and the command stays small however long the chain):
+ *   HOP save WHAT NEXT...   runs `save` into the next host (the source host)
+ *   HOP load NODE NEXT...   runs `load` on the stream and, when hosts follow, forwards the same bytes at the same time
+ * HOP is this script base64-encoded (handed on to the next host); NEXT is, per following host: its node name,
+ * user@address, ssh port and known_hosts lines (base64). The next host's key is checked against those lines only,
+ * with the key from the forwarded agent. `tee -p` keeps feeding the rest of the chain if this host's load fails,
+ * and this host's load going on if the rest fails; the operator then verifies what every host holds.
+ */
+export function hopScript(steps: HopSteps): string {
+    return `set -uo pipefail
+self=$1 mode=$2 what=$3
+shift 3
+d=$(mktemp -d) || exit 1
+trap 'rm -rf "$d"' EXIT
+save() { ${steps.save}; }
+load() { ${steps.load}; }
+forward() {
+  local node=$1 dest=$2 port=$3
+  printf %s "$4" | base64 -d >"$d/known_hosts" || exit 1
+  shift 4
+  ssh -A -o "UserKnownHostsFile=$d/known_hosts" -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes \\
+    -o BatchMode=yes -o ConnectTimeout=10 -p "$port" -- "$dest" \\
+    "bash -c 'eval \\"\\$(printf %s \\"\\$1\\" | base64 -d)\\"' hop $self load $node $*"
+}
+if [ "$mode" = save ]; then
+  save | forward "$@"
+  exit
+fi
+if [ $# -eq 0 ]; then
+  load 2>&1 | sed "s/^/[$what] /" >&2
+  exit
+fi
+mkfifo "$d/stream" || exit 1
+load <"$d/stream" >"$d/load.log" 2>&1 &
+loading=$!
+tee -p "$d/stream" | forward "$@"
+fwd=$?
+wait "$loading"
+rc=$?
+sed "s/^/[$what] /" "$d/load.log" >&2
+if [ "$rc" -ne 0 ]; then echo "${steps.loadName} failed on node $what (exit $rc)" >&2; exit 1; fi
+exit "$fwd"
+`;
+}
+
+/** NEXT arguments of a hop script for these hosts. */
+function nextArgs(hops: ChainHop[]): string[] {
+    return hops.flatMap((h) => [
+        h.node,
+        `${h.target.user}@${h.target.host}`,
+        String(h.target.port),
+        Buffer.from(h.knownHosts.join("\n") + "\n").toString("base64"),
+    ]);
+}
+
+/**
+ * The operator's ssh into the chain's first host, with the agent forwarded, running `hop` as that host's part:
+ * `save WHAT` on the source host, or `load NODE` on the first host to fill; `hops` follow it in order.
+ */
+export function hopSsh(t: SshTarget, hop: string, part: ["save" | "load", string], hops: ChainHop[]): string {
+    const remote = ["bash", "-c", 'eval "$(printf %s "$1" | base64 -d)"', "hop", Buffer.from(hop).toString("base64"), ...part];
+    const [ssh, ...rest] = sshArgv(t, [...remote, ...nextArgs(hops)]);
+    return shellJoin([ssh, "-A", ...rest]);
+}
+
+/**
+ * The start of the operator's bash script for a chain copy: a private ssh-agent holding only the configured key
+ * (it dies with the script). `noAgent` says what to do when the key cannot be added (it has a passphrase).
+ */
+export function chainAgentScript(key: SshTarget, noAgent: string): string[] {
+    return [
+        "set -uo pipefail",
+        'eval "$(ssh-agent -s)" >/dev/null || { echo "cannot start ssh-agent" >&2; exit 1; }',
+        "trap 'ssh-agent -k >/dev/null 2>&1' EXIT",
+        `ssh-add -q -t ${AGENT_KEY_LIFETIME_S} ${shellQuote(key.privateKeyPath)} </dev/null || { echo ${shellQuote(
+            `cannot add ${key.privateKeyPath} to a temporary ssh-agent (${noAgent})`,
+        )} >&2; exit 1; }`,
+    ];
+}

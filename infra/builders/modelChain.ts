@@ -1,0 +1,157 @@
+/**
+ * Model distribution as a chain (./chain.ts): the source host packs the model files some host lacks with `tar`,
+ * and each host that needs them unpacks the stream into the model directory while forwarding it to the next one.
+ *
+ * What a host holds is judged by its manifest: every regular file under the model directory, symbolic links
+ * followed (a Hugging Face cache keeps the weights behind links into blobs/), as `sha256  path` lines sorted by
+ * path. Hosts whose manifest equals the source's are left out; the others get only the files that at least one of
+ * them lacks or holds with other content, so a copy cut short is resumed file by file. Files a host holds that the
+ * source does not are left in place: nothing is ever deleted. They still make that host's manifest differ, and the
+ * verification names them, since vLLM may load stray weight files it finds in the directory.
+ */
+import { createHash } from "crypto";
+import { ChainHop, chainAgentScript, hopScript, hopSsh } from "./chain";
+import { shellQuote } from "./quote";
+import { SshTarget, remoteScriptCommand } from "./ssh";
+
+/** The first line a manifest script prints when the model directory is not there. */
+const ABSENT = "absent";
+
+/** Base64 characters of the file list one chain copy carries: it is an argument of the hop's ssh command line. */
+export const FILE_LIST_MAX_CHARS = 64 * 1024;
+
+/** How many differing paths an error names per host. */
+const PATHS_SHOWN = 5;
+
+/**
+ * The script that prints a host's manifest of `hostPath`: a first line `present <total bytes>`, then the manifest,
+ * or the single line `absent` when there is no such directory. A link whose target is missing (with `find -L`,
+ * `-type l` matches only those) fails it, naming every such link: the file behind it cannot be checked or sent.
+ */
+export function modelManifestScript(hostPath: string): string {
+    return [
+        "set -uo pipefail",
+        `p=${shellQuote(hostPath)}`,
+        `if [ ! -d "$p" ]; then echo ${ABSENT}; exit 0; fi`,
+        'cd "$p" || exit 1',
+        "broken=$(find -L . -type l -printf '%P\\n') || exit 1",
+        'if [ -n "$broken" ]; then',
+        '  while IFS= read -r l; do echo "broken symbolic link $p/$l (its target is missing)" >&2; done <<<"$broken"',
+        "  exit 3",
+        "fi",
+        "bytes=$(find -L . -type f -printf '%s\\n' | awk '{ s += $1 } END { printf \"%d\", s }') || exit 1",
+        'echo "present $bytes"',
+        "find -L . -type f -printf '%P\\0' | LC_ALL=C sort -z | xargs -0r sha256sum --",
+    ].join("\n");
+}
+
+/** The local command line that prints `node`'s manifest of `hostPath` over ssh. */
+export function modelManifestCommand(t: SshTarget, node: string, hostPath: string): string {
+    return remoteScriptCommand(t, `model manifest of ${hostPath} on node ${node}`, modelManifestScript(hostPath), "bash");
+}
+
+/** One host's manifest of the model directory. */
+export interface Manifest {
+    present: boolean;
+    /** Total size of the files (links followed). */
+    bytes: number;
+    /** The `sha256  path` lines as sha256sum printed them; empty for an empty or absent directory. */
+    text: string;
+    /** sha256 by path, in manifest order. */
+    files: Map<string, string>;
+}
+
+/** sha256sum starts a line with `\` when the name has a backslash or line break in it, which it then escapes. */
+function unescapeName(name: string): string {
+    return name.replace(/\\(.)/g, (_, c: string) => (c === "n" ? "\n" : c === "r" ? "\r" : c));
+}
+
+/** Reads what modelManifestScript printed; throws on anything else (the caller names the host). */
+export function parseManifest(stdout: string): Manifest {
+    const [head, ...lines] = stdout.split("\n");
+    if (head === ABSENT) {
+        return { present: false, bytes: 0, text: "", files: new Map() };
+    }
+    const size = /^present (\d+)$/.exec(head);
+    if (!size) {
+        throw new Error(`unexpected manifest output: ${JSON.stringify(stdout.slice(0, 200))}`);
+    }
+    const text = lines.join("\n");
+    const files = new Map<string, string>();
+    for (const line of lines.filter((l) => l !== "")) {
+        const m = /^(\\?)([0-9a-f]{64}) [ *](.*)$/.exec(line);
+        if (!m) {
+            throw new Error(`unexpected manifest line: ${JSON.stringify(line)}`);
+        }
+        files.set(m[1] ? unescapeName(m[3]) : m[3], m[2]);
+    }
+    return { present: true, bytes: Number(size[1]), text, files };
+}
+
+/** The model's content checksum on a host: sha256 of its manifest; empty when the directory is absent. */
+export function manifestDigest(m: Manifest): string {
+    return m.present ? `sha256:${createHash("sha256").update(m.text).digest("hex")}` : "";
+}
+
+/** The source's paths that `member` lacks or holds with other content. */
+function wrongOn(source: Manifest, member: Manifest): string[] {
+    return [...source.files].filter(([p, sum]) => member.files.get(p) !== sum).map(([p]) => p);
+}
+
+/** The source's files that at least one member lacks or holds with other content, in manifest order. */
+export function filesToSend(source: Manifest, members: Manifest[]): string[] {
+    const wanted = new Set(members.flatMap((m) => wrongOn(source, m)));
+    return [...source.files.keys()].filter((p) => wanted.has(p));
+}
+
+/** What makes a member's manifest differ from the source's, path by path (the first few, then how many more). */
+export function manifestDifferences(source: Manifest, member: Manifest): string {
+    const diffs = [
+        ...wrongOn(source, member).map((p) => `${p} (${member.files.has(p) ? "other content" : "missing"})`),
+        ...[...member.files.keys()].filter((p) => !source.files.has(p)).map((p) => `${p} (not on the source, left in place)`),
+    ];
+    const more = diffs.length > PATHS_SHOWN ? `, and ${diffs.length - PATHS_SHOWN} more` : "";
+    return diffs.slice(0, PATHS_SHOWN).join(", ") + more;
+}
+
+/** `files` in runs whose list fits in one command line (FILE_LIST_MAX_CHARS once encoded). */
+export function fileBatches(files: string[]): string[][] {
+    const batches: string[][] = [];
+    let size = 0;
+    for (const f of files) {
+        const chars = Math.ceil((Buffer.byteLength(f) + 1) / 3) * 4;
+        if (batches.length === 0 || size + chars > FILE_LIST_MAX_CHARS) {
+            batches.push([]);
+            size = 0;
+        }
+        batches[batches.length - 1].push(f);
+        size += chars;
+    }
+    return batches;
+}
+
+/**
+ * The hop script of the model chain, the directory written into it: `save FILES` on the source (FILES: the paths,
+ * NUL-separated, base64) packs them with links followed, `load NODE` unpacks into the directory on each host.
+ */
+export function modelHopScript(hostPath: string): string {
+    const p = shellQuote(hostPath);
+    return hopScript({
+        save: `printf %s "$what" | base64 -d >"$d/files" && tar -C ${p} -chf - --null -T "$d/files"`,
+        load: `mkdir -p ${p} && tar -C ${p} -xf -`,
+        loadName: "unpacking the model",
+    });
+}
+
+/**
+ * The operator's bash script for one chain copy of `files` (paths under `hostPath`) from the source host to `hops`
+ * in order. Exits non-zero when any link fails; the caller then compares every host's manifest with the source's.
+ */
+export function modelChainCopyScript(source: SshTarget, hostPath: string, files: string[], hops: ChainHop[], key: SshTarget): string {
+    if (hops.length === 0 || files.length === 0) {
+        throw new Error("modelChainCopyScript: no hop or no file");
+    }
+    const list = Buffer.from(files.map((f) => `${f}\0`).join("")).toString("base64");
+    const agent = chainAgentScript(key, "the model chain needs a key without a passphrase");
+    return [...agent, hopSsh(source, modelHopScript(hostPath), ["save", list], hops)].join("\n");
+}

@@ -1,0 +1,250 @@
+/**
+ * The model chain with its real scripts run by bash, sha256sum, find and tar, against the stand-in `ssh` in
+ * tests/unit/fixtures/chain-bin: it runs the remote command here as the named host, with that host's directory as
+ * /dev/fd/9, so the model directory /dev/fd/9/hub/snapshots/rev is a different directory on each host. The real
+ * ssh-agent and ssh-add run. The source's model is laid out as a Hugging Face cache: the snapshot's files are links
+ * into blobs/, outside the model directory.
+ */
+import { createHash } from "crypto";
+import { execFileSync } from "child_process";
+import * as fs from "fs";
+import * as os from "os";
+import * as path from "path";
+import { ChainHop } from "../../infra/builders/chain";
+import {
+    FILE_LIST_MAX_CHARS,
+    fileBatches,
+    filesToSend,
+    manifestDifferences,
+    modelChainCopyScript,
+    modelHopScript,
+    modelManifestScript,
+    parseManifest,
+} from "../../infra/builders/modelChain";
+import type { SshTarget } from "../../infra/builders/ssh";
+import { modelChainProvider } from "../../infra/providers/modelChain";
+
+const BIN = path.join(__dirname, "fixtures", "chain-bin");
+const HOST_PATH = "/dev/fd/9/hub/snapshots/rev";
+/** Written as files on a member before a run: a file still this old afterwards was not sent to it. */
+const OLD = new Date("2001-01-01T00:00:00Z");
+let dir: string;
+let key: string;
+const savedPath = process.env.PATH;
+
+function target(i: number): SshTarget {
+    return { user: "root", host: `10.9.0.${10 + i}`, port: 22, privateKeyPath: key, knownHostsFile: path.join(dir, "known_hosts") };
+}
+const node = (i: number) => `spark-${i}`;
+const member = (i: number) => ({ node: node(i), target: target(i) });
+const hostDir = (i: number) => path.join(dir, "hosts", target(i).host);
+/** The model directory of host i, as the test sees it. */
+const modelDir = (i: number) => path.join(hostDir(i), "hub", "snapshots", "rev");
+const hostKey = (i: number) => `ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI${String(i).repeat(43)}`;
+const sha256 = (b: Buffer | string) => createHash("sha256").update(b).digest("hex");
+
+/** The chain's connections (ssh -A), "<from> -> <to>". */
+function hops(): string[] {
+    const f = path.join(dir, "ssh.log");
+    return fs.existsSync(f)
+        ? fs
+              .readFileSync(f, "utf8")
+              .trim()
+              .split("\n")
+              .map((l) => l.split(" agent=")[0])
+        : [];
+}
+
+/** Every file under `root` (links followed) by relative path: its sha256. */
+function tree(root: string): Record<string, string> {
+    const out: Record<string, string> = {};
+    const walk = (rel: string) => {
+        for (const name of fs.readdirSync(path.join(root, rel))) {
+            const p = path.join(rel, name);
+            if (fs.statSync(path.join(root, p)).isDirectory()) walk(p);
+            else out[p] = sha256(fs.readFileSync(path.join(root, p)));
+        }
+    };
+    walk("");
+    return out;
+}
+
+/** Sets every file under `root` to the OLD time. */
+function ageFiles(root: string): void {
+    for (const p of Object.keys(tree(root))) fs.utimesSync(path.join(root, p), OLD, OLD);
+}
+const isOld = (i: number, p: string) => fs.statSync(path.join(modelDir(i), p)).mtime.getTime() === OLD.getTime();
+
+beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), "vcl-model-chain-"));
+    key = path.join(dir, "id_ed25519");
+    execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", key]);
+    fs.writeFileSync(path.join(dir, "known_hosts"), [1, 2, 3, 4].map((i) => `${target(i).host} ${hostKey(i)}`).join("\n") + "\n");
+    for (const i of [1, 2, 3, 4]) fs.mkdirSync(hostDir(i), { recursive: true });
+    // the source: the weights (3 MiB, larger than a pipe) and the config behind links into blobs/, as in an HF cache
+    const blobs = path.join(hostDir(1), "hub", "blobs");
+    fs.mkdirSync(blobs, { recursive: true });
+    fs.writeFileSync(path.join(blobs, "b1"), Buffer.alloc(3 << 20, 7));
+    fs.writeFileSync(path.join(blobs, "b2"), '{"model_type": "qwen2"}\n');
+    fs.mkdirSync(path.join(modelDir(1), "tokenizer"), { recursive: true });
+    fs.symlinkSync("../../blobs/b1", path.join(modelDir(1), "model.safetensors"));
+    fs.symlinkSync("../../blobs/b2", path.join(modelDir(1), "config.json"));
+    fs.writeFileSync(path.join(modelDir(1), "tokenizer", "vocab.txt"), "a\nb\n");
+    process.env.PATH = `${BIN}:${savedPath}`;
+    process.env.CHAIN_TEST_DIR = dir;
+});
+afterEach(() => {
+    process.env.PATH = savedPath;
+    delete process.env.CHAIN_TEST_DIR;
+    fs.rmSync(dir, { recursive: true, force: true });
+});
+
+const inputs = (members: number[]) => ({ hostPath: HOST_PATH, source: member(1), members: members.map(member) });
+type Outs = { digest: string; files: number; bytes: number; digests: Record<string, string>; copied: string[] };
+
+test("the scripts are valid bash; the file list travels base64 in the command line", () => {
+    const h = (i: number): ChainHop => ({ ...member(i), knownHosts: [`${target(i).host} ${hostKey(i)}`] });
+    execFileSync("bash", ["-n", "-c", modelManifestScript(HOST_PATH)]);
+    execFileSync("bash", ["-n", "-c", modelHopScript(HOST_PATH)]);
+    const script = modelChainCopyScript(target(1), HOST_PATH, ["config.json", "a b"], [h(2), h(3)], target(2));
+    execFileSync("bash", ["-n", "-c", script]);
+    expect(script).toContain(Buffer.from("config.json\0a b\0").toString("base64"));
+    expect(modelHopScript(HOST_PATH)).toContain(`tar -C ${HOST_PATH} -chf - --null -T`);
+});
+
+test("create copies source -> spark-2 -> spark-3 -> spark-4: the same checksums everywhere, links arrive as files", async () => {
+    const r = await modelChainProvider.create!(inputs([2, 3, 4]));
+    const want = tree(modelDir(1));
+    expect(Object.keys(want).sort()).toEqual(["config.json", "model.safetensors", "tokenizer/vocab.txt"]);
+    for (const i of [2, 3, 4]) {
+        expect(tree(modelDir(i))).toEqual(want);
+        // dereferenced: a regular file with the blob's content, and no blobs/ on the member
+        expect(fs.lstatSync(path.join(modelDir(i), "model.safetensors")).isFile()).toBe(true);
+        expect(fs.existsSync(path.join(hostDir(i), "hub", "blobs"))).toBe(false);
+    }
+    // one connection from the operator (to the source), then host to host: no model byte through the operator
+    expect(hops()).toEqual(["operator -> 10.9.0.11", "10.9.0.11 -> 10.9.0.12", "10.9.0.12 -> 10.9.0.13", "10.9.0.13 -> 10.9.0.14"]);
+    const outs = r.outs as Outs;
+    // the digest is sha256 of `sha256  path` lines sorted by path (C locale)
+    const manifest = Object.keys(want)
+        .sort()
+        .map((p) => `${want[p]}  ${p}\n`)
+        .join("");
+    expect(outs.digest).toBe(`sha256:${sha256(manifest)}`);
+    expect(outs).toMatchObject({ files: 3, bytes: (3 << 20) + 24 + 4, copied: ["spark-2", "spark-3", "spark-4"] });
+    expect(outs.digests).toEqual({ "spark-2": outs.digest, "spark-3": outs.digest, "spark-4": outs.digest });
+});
+
+test("names with a line break or a leading dash arrive intact", async () => {
+    fs.writeFileSync(path.join(modelDir(1), "odd\nname"), "x");
+    fs.writeFileSync(path.join(modelDir(1), "-C"), "y");
+    await modelChainProvider.create!(inputs([2]));
+    expect(tree(modelDir(2))).toEqual(tree(modelDir(1)));
+});
+
+test("a member that matches is left out of the chain and sent nothing; nothing to copy opens no stream", async () => {
+    fs.cpSync(modelDir(1), modelDir(3), { recursive: true, dereference: true });
+    ageFiles(modelDir(3));
+    const r = await modelChainProvider.create!(inputs([2, 3, 4]));
+    expect(hops()).toEqual(["operator -> 10.9.0.11", "10.9.0.11 -> 10.9.0.12", "10.9.0.12 -> 10.9.0.14"]);
+    expect((r.outs as Outs).copied).toEqual(["spark-2", "spark-4"]);
+    expect(Object.keys(tree(modelDir(3))).every((p) => isOld(3, p))).toBe(true);
+    fs.rmSync(path.join(dir, "ssh.log"));
+    const u = await modelChainProvider.update!("id", r.outs, inputs([2, 3, 4]));
+    expect(hops()).toEqual([]);
+    expect((u.outs as Outs).copied).toEqual([]);
+});
+
+test("resumable: a member with one corrupted file gets that file only, and the others nothing", async () => {
+    const r = await modelChainProvider.create!(inputs([2, 3]));
+    fs.writeFileSync(path.join(modelDir(3), "model.safetensors"), Buffer.alloc(3 << 20, 8));
+    ageFiles(modelDir(2));
+    ageFiles(modelDir(3));
+    fs.rmSync(path.join(dir, "ssh.log"));
+    const u = await modelChainProvider.update!("id", r.outs, inputs([2, 3]));
+    expect(hops()).toEqual(["operator -> 10.9.0.11", "10.9.0.11 -> 10.9.0.13"]);
+    expect((u.outs as Outs).copied).toEqual(["spark-3"]);
+    expect(tree(modelDir(3))).toEqual(tree(modelDir(1)));
+    // tar sets the source's time on what it unpacks: only the corrupted file was sent
+    expect(isOld(3, "model.safetensors")).toBe(false);
+    expect(isOld(3, "config.json") && isOld(3, "tokenizer/vocab.txt")).toBe(true);
+    expect(Object.keys(tree(modelDir(2))).every((p) => isOld(2, p))).toBe(true);
+});
+
+test("the files to send: those some member lacks or holds with other content, once, in manifest order", () => {
+    const m = (lines: string[]) => parseManifest(`present 0\n${lines.map((l) => `${l}\n`).join("")}`);
+    const [a, b, c] = ["a".repeat(64), "b".repeat(64), "c".repeat(64)];
+    const source = m([`${a}  x`, `${b}  y/z`, `${c}  -`]);
+    const ok = m([`${a}  x`, `${b}  y/z`, `${c}  -`, `${a}  extra`]);
+    const wrong = m([`${a}  x`, `${a}  y/z`]);
+    expect(filesToSend(source, [ok])).toEqual([]);
+    expect(filesToSend(source, [ok, wrong])).toEqual(["y/z", "-"]);
+    expect(manifestDifferences(source, wrong)).toBe("y/z (other content), - (missing)");
+    expect(manifestDifferences(source, ok)).toBe("extra (not on the source, left in place)");
+    // sha256sum escapes a name with a line break or backslash and marks the line with a leading backslash
+    expect([...m([`\\${a}  one\\ntwo\\\\three`]).files.keys()]).toEqual(["one\ntwo\\three"]);
+    const many = Array.from({ length: 5000 }, (_, i) => `shard-${String(i).padStart(5, "0")}.bin`);
+    const batches = fileBatches(many);
+    expect(batches.length).toBeGreaterThan(1);
+    expect(batches.flat()).toEqual(many);
+    for (const batch of batches) {
+        expect(Buffer.from(batch.map((f) => `${f}\0`).join("")).toString("base64").length).toBeLessThanOrEqual(FILE_LIST_MAX_CHARS);
+    }
+});
+
+test("a member that cannot unpack is named; the members after it still get the model", async () => {
+    fs.mkdirSync(path.dirname(modelDir(3)), { recursive: true });
+    fs.writeFileSync(modelDir(3), "not a directory");
+    await expect(modelChainProvider.create!(inputs([2, 3, 4]))).rejects.toThrow(
+        new RegExp(
+            `model directory ${HOST_PATH} from node spark-1 differs after the chain copy on node spark-3: ` +
+                `config.json \\(missing\\), model.safetensors \\(missing\\), tokenizer/vocab.txt \\(missing\\) ` +
+                `\\(chain copy exit 1\\):[\\s\\S]*unpacking the model failed on node spark-3`,
+        ),
+    );
+    expect(tree(modelDir(2))).toEqual(tree(modelDir(1)));
+    expect(tree(modelDir(4))).toEqual(tree(modelDir(1)));
+});
+
+test("files a member holds that the source does not are left in place and named", async () => {
+    fs.cpSync(modelDir(1), modelDir(2), { recursive: true, dereference: true });
+    fs.writeFileSync(path.join(modelDir(2), "stray.safetensors"), "old shard");
+    await expect(modelChainProvider.create!(inputs([2]))).rejects.toThrow(
+        `model directory ${HOST_PATH} from node spark-1 differs after the chain copy on node spark-2: ` +
+            "stray.safetensors (not on the source, left in place)",
+    );
+    expect(hops()).toEqual([]);
+    expect(fs.readFileSync(path.join(modelDir(2), "stray.safetensors"), "utf8")).toBe("old shard");
+});
+
+test("a broken link on the source fails naming it, before any stream", async () => {
+    fs.symlinkSync("../../blobs/gone", path.join(modelDir(1), "tokenizer", "merges.txt"));
+    await expect(modelChainProvider.create!(inputs([2]))).rejects.toThrow(
+        `model manifest of ${HOST_PATH} on node spark-1 failed (exit 3):\n` +
+            `broken symbolic link ${HOST_PATH}/tokenizer/merges.txt (its target is missing)`,
+    );
+    expect(hops()).toEqual([]);
+});
+
+test("no model directory on the source: fails naming the node and path, before any stream", async () => {
+    fs.rmSync(path.join(hostDir(1), "hub"), { recursive: true });
+    await expect(modelChainProvider.create!(inputs([2]))).rejects.toThrow(`model directory ${HOST_PATH} not present on node spark-1`);
+    expect(hops()).toEqual([]);
+});
+
+test("diff: false while every member matches; a changed member file (seen by read), new content or a new member is a change", async () => {
+    const r = await modelChainProvider.create!(inputs([2, 3]));
+    expect((await modelChainProvider.diff!("id", r.outs, inputs([2, 3]))).changes).toBe(false);
+    fs.appendFileSync(path.join(modelDir(3), "config.json"), " ");
+    const read = await modelChainProvider.read!("id", r.outs);
+    const seen = read.props as Outs;
+    expect(seen.digests["spark-3"]).not.toBe(seen.digest);
+    expect(seen.digests["spark-2"]).toBe(seen.digest);
+    expect((await modelChainProvider.diff!("id", read.props, inputs([2, 3]))).changes).toBe(true);
+    expect((await modelChainProvider.diff!("id", r.outs, inputs([2, 3, 4]))).changes).toBe(true);
+    // new content on the source: a new digest, which the members do not match yet
+    fs.writeFileSync(path.join(hostDir(1), "hub", "blobs", "b2"), '{"model_type": "qwen3"}\n');
+    const again = (await modelChainProvider.read!("id", r.outs)).props as Outs;
+    expect(again.digest).not.toBe((r.outs as Outs).digest);
+    expect((await modelChainProvider.diff!("id", again, inputs([2, 3]))).changes).toBe(true);
+});
