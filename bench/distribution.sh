@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# stage: image distribution bench (chain vs relay to N hosts over capped links; bench/distribution.test.ts)
+# stage: image distribution bench (image: chain vs relay, and the model chain, to N hosts over capped links; bench/distribution.test.ts)
 #
 #   sudo npm run bench:distribution              N = 1, 2, 4 (5 simulated hosts), 256 MiB, 200 Mbit/s links,
 #                                                3 repeats; writes bench/distribution.json (about 10 minutes)
 #   sudo npm run bench:distribution -- --smoke   N = 1, 2 once with 32 MiB into a temporary directory (npm test)
+#   sudo npm run bench:distribution -- -t model  one part (image or model); the other keeps its last figures
 #
-# Env: VCL_DIST_N (e.g. 1,2,4), VCL_DIST_MB, VCL_DIST_RATE (tc rate, or off), VCL_BENCH_REPEATS.
+# Env: VCL_DIST_N (e.g. 1,2,4), VCL_DIST_MB (image), VCL_DIST_MODEL_MB (model; default: the image's),
+#      VCL_DIST_RATE (tc rate, or off), VCL_BENCH_REPEATS.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 1
 
 export VCL_BENCH_OUT=$root/bench VCL_BENCH_REPEATS=${VCL_BENCH_REPEATS:-3} VCL_DIST_N=${VCL_DIST_N:-1,2,4}
 if [[ ${1:-} == --smoke ]]; then
+  shift
   VCL_BENCH_OUT=$(mktemp -d "${TMPDIR:-/tmp}/vcl-dist.XXXXXX") VCL_BENCH_REPEATS=1 VCL_DIST_N=1,2
   export VCL_DIST_MB=${VCL_DIST_MB:-32}
 fi
@@ -21,5 +24,5 @@ source tests/lib/testbed-stage.sh
 testbed_stage distribution $((largest + 1)) || exit 1
 
 echo "distribution: N = $VCL_DIST_N, $VCL_BENCH_REPEATS repeat(s), results in $VCL_BENCH_OUT"
-timeout $((VCL_BENCH_REPEATS * 1800 + 600)) npx jest --selectProjects bench --runInBand --ci bench/distribution.test.ts ||
+timeout $((VCL_BENCH_REPEATS * 1800 + 600)) npx jest --selectProjects bench --runInBand --ci bench/distribution.test.ts "$@" ||
   { echo "distribution: FAILED: a measured copy failed" >&2; exit 1; }

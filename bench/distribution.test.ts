@@ -5,8 +5,11 @@
  * (ImagePresence per host: one `docker save | docker load` stream per host through the operator), and a raw
  * `ssh src docker save | ssh dst cat > /dev/null` of the same bytes over the same links. The source is spark-1;
  * the targets are spark-2.. in order. The image is random bytes (incompressible) made on spark-1 for the purpose.
+ * Then the same for a model directory (`model.source`): ModelChain copies a Hugging Face-cache-like directory
+ * (weights behind symlinks into blobs/) from spark-1 to N hosts, against a raw `ssh src tar -ch | ssh dst wc -c` of
+ * the same bytes. It lives in the testbed's per-host directory (<state>/own), which each host sees on its own.
  * Writes distribution.json next to results.json and prints a table. Its only assertions are that each copy worked
- * (the loaded ID equals the source's).
+ * (the loaded image ID, or every file's checksum, equals the source's).
  */
 import * as fs from "fs";
 import * as path from "path";
@@ -15,6 +18,7 @@ import { shellQuote } from "../infra/builders/quote";
 import type { SshTarget } from "../infra/builders/ssh";
 import { imageChainProvider } from "../infra/providers/imageChain";
 import { imagePresenceProvider } from "../infra/providers/imagePresence";
+import { modelChainProvider } from "../infra/providers/modelChain";
 import { runArgv } from "../tests/integration/hosts";
 
 const TESTBED = process.env.VCL_TESTBED_DIR ?? "/var/lib/vllm-cluster-testbed";
@@ -25,6 +29,10 @@ const MB = Number(process.env.VCL_DIST_MB ?? "256");
 /** Each host's management link, both directions (tc tbf); "off" leaves the links as they are. */
 const RATE = process.env.VCL_DIST_RATE ?? "200mbit";
 const REF = `vcl-bench-blob:${MB}m`;
+const MODEL_MB = Number(process.env.VCL_DIST_MODEL_MB ?? MB);
+/** The bench model's root in every host's own directory, and the snapshot directory the program copies. */
+const MODEL_ROOT = path.join(TESTBED, "own", "bench-model");
+const MODEL_DIR = path.join(MODEL_ROOT, "snapshots", "main");
 
 interface TestbedHost {
     name: string;
@@ -48,8 +56,10 @@ const target = (h: TestbedHost): SshTarget => ({
     knownHostsFile: tb.knownHostsFile,
 });
 const [src, ...dsts] = tb.hosts;
-const values: Record<string, number[]> = {};
-const record = (k: string, v: number) => (values[k] ??= []).push(Math.round(v * 100) / 100);
+type Series = Record<string, number[]>;
+const record = (values: Series, k: string, v: number) => (values[k] ??= []).push(Math.round(v * 100) / 100);
+/** What distribution.json gets: one section per measured test. */
+const report: Record<string, unknown> = { repeats: REPEATS, rate: RATE };
 
 async function sh(script: string, what: string, timeoutMs = 600_000): Promise<string> {
     const r = await runArgv(["bash", "-c", script], { timeoutMs });
@@ -136,11 +146,47 @@ beforeAll(async () => {
 afterAll(async () => {
     for (const h of tb.hosts) await cap(h, "off").catch(() => undefined);
     await clear(dsts).catch(() => undefined);
+    await clearModel(dsts).catch(() => undefined);
+    // a run of one part (jest -t) keeps the other part's last figures
+    const file = path.join(OUT, "distribution.json");
+    if (report.image || report.model) {
+        const prev = fs.existsSync(file) ? (JSON.parse(fs.readFileSync(file, "utf8")) as Record<string, unknown>) : {};
+        const kept = { image: prev.image, model: prev.model };
+        fs.writeFileSync(file, JSON.stringify({ ...kept, ...report, when: new Date().toISOString() }, null, 2) + "\n");
+    }
 }, 600_000);
+
+interface Figures {
+    figures: Record<string, { runs: number[]; min: number; median: number; max: number }>;
+    med: (k: string) => number;
+}
+function summarize(values: Series): Figures {
+    const med = (k: string) => {
+        const v = [...values[k]].sort((a, b) => a - b);
+        return v[Math.floor((v.length - 1) / 2)];
+    };
+    const figures = Object.fromEntries(
+        Object.entries(values).map(([k, v]) => [k, { runs: v, min: Math.min(...v), median: med(k), max: Math.max(...v) }]),
+    );
+    return { figures, med };
+}
+function print(title: string, f: Figures["figures"], ratios: Record<string, number>): void {
+    console.log(
+        [
+            `${title}, links capped at ${RATE}, ${REPEATS} repeat(s) (seconds: min / median / max)`,
+            ...Object.entries(f)
+                .filter(([k]) => k !== "bytes")
+                .map(([k, v]) => `  ${k.padEnd(24)} ${[v.min, v.median, v.max].map((x) => x.toFixed(1).padStart(7)).join(" ")}`),
+            ...Object.entries(ratios).map(([k, v]) => `  ${k.padEnd(30)} ${v.toFixed(2)}`),
+        ].join("\n"),
+    );
+}
+const top = Math.max(...SIZES);
 
 test(
     "image distribution: chain and relay to N hosts over capped links, and the raw stream",
     async () => {
+        const values: Series = {};
         const want = await idOn(src);
         for (let i = 0; i < REPEATS; i++) {
             for (const n of SIZES) {
@@ -149,38 +195,101 @@ test(
                     ["relay", relay],
                 ] as const) {
                     await clear(dsts);
-                    record(`${mode} N=${n}`, await run(n));
+                    record(values, `${mode} N=${n}`, await run(n));
                     for (const h of dsts.slice(0, n)) expect(await idOn(h)).toBe(want);
                 }
             }
             const r = await raw();
-            record("raw ssh cat, 1 link", r.seconds);
-            record("bytes", r.bytes);
+            record(values, "raw ssh cat, 1 link", r.seconds);
+            record(values, "bytes", r.bytes);
         }
-        const med = (k: string) => {
-            const s = [...values[k]].sort((a, b) => a - b);
-            return s[Math.floor((s.length - 1) / 2)];
-        };
-        const figures = Object.fromEntries(
-            Object.entries(values).map(([k, v]) => [k, { runs: v, min: Math.min(...v), median: med(k), max: Math.max(...v) }]),
-        );
-        const top = Math.max(...SIZES);
+        const { figures, med } = summarize(values);
         const ratios: Record<string, number> = {
             [`chain N=${top} / chain N=1`]: med(`chain N=${top}`) / med("chain N=1"),
             [`relay N=${top} / relay N=1`]: med(`relay N=${top}`) / med("relay N=1"),
             "throughput: raw / chain N=1": med("raw ssh cat, 1 link") / med("chain N=1"),
         };
-        const result = { repeats: REPEATS, rate: RATE, imageMiB: MB, when: new Date().toISOString(), figures, ratios };
-        fs.writeFileSync(path.join(OUT, "distribution.json"), JSON.stringify(result, null, 2) + "\n");
-        console.log(
-            [
-                `image distribution: ${MB} MiB image, links capped at ${RATE}, ${REPEATS} repeat(s) (seconds: min / median / max)`,
-                ...Object.entries(figures)
-                    .filter(([k]) => k !== "bytes")
-                    .map(([k, f]) => `  ${k.padEnd(24)} ${[f.min, f.median, f.max].map((v) => v.toFixed(1).padStart(7)).join(" ")}`),
-                ...Object.entries(ratios).map(([k, v]) => `  ${k.padEnd(30)} ${v.toFixed(2)}`),
-            ].join("\n"),
-        );
+        report.image = { imageMiB: MB, figures, ratios };
+        print(`image distribution: ${MB} MiB image`, figures, ratios);
+    },
+    REPEATS * 1_800_000,
+);
+
+/** A member host as the model chain sees it. */
+const member = (h: TestbedHost) => ({ node: h.name, target: target(h) });
+
+/** Makes the bench model on spark-1 (once): weights as blobs behind relative symlinks, as a Hugging Face cache. */
+async function makeModel(): Promise<void> {
+    const shards = 4;
+    const each = Math.max(1, Math.floor(MODEL_MB / shards));
+    const blobs = path.join(MODEL_ROOT, "blobs");
+    await on(
+        src,
+        `test -f ${MODEL_ROOT}/.complete || { rm -rf ${MODEL_ROOT} && mkdir -p ${blobs} ${MODEL_DIR} && cd ${MODEL_DIR} && ` +
+            `for i in $(seq 1 ${shards}); do head -c ${each}M /dev/urandom >${blobs}/shard$i && ` +
+            `ln -s ../../blobs/shard$i model-0000$i-of-0000${shards}.safetensors || exit 1; done && ` +
+            `echo '{"model_type": "bench"}' >config.json && touch ${MODEL_ROOT}/.complete; }`,
+        "making the bench model",
+    );
+}
+
+async function clearModel(hs: TestbedHost[]): Promise<void> {
+    await Promise.all(hs.map((h) => on(h, `rm -rf ${MODEL_ROOT}`, `clearing the model on ${h.name}`)));
+}
+
+test(
+    "model distribution: the model chain to N hosts over capped links, and the raw stream",
+    async () => {
+        // each host must see its own directory there: a marker made on one host is not on another
+        const marker = path.join(TESTBED, "own", `.bench-${process.pid}`);
+        await on(src, `mkdir -p ${path.dirname(marker)} && touch ${marker}`, "marker on the source");
+        const shared = (await on(dsts[0], `test -e ${marker} && echo shared || echo own`, "marker check")).trim();
+        await on(src, `rm -f ${marker}`, "marker removal");
+        if (shared !== "own") {
+            throw new Error(
+                `${src.name} and ${dsts[0].name} share ${path.dirname(marker)}: the testbed predates per-host directories (run tests/testbed/testbed down, then up)`,
+            );
+        }
+        await makeModel();
+        const values: Series = {};
+        let digest = "";
+        let files = 0;
+        for (let i = 0; i < REPEATS; i++) {
+            for (const n of SIZES) {
+                await clearModel(dsts);
+                let outs: Record<string, unknown> = {};
+                const inputs = { hostPath: MODEL_DIR, source: member(src), members: dsts.slice(0, n).map(member) };
+                record(values, `chain N=${n}`, await timed(async () => (outs = (await modelChainProvider.create!(inputs)).outs ?? {})));
+                digest = String(outs.digest);
+                files = Number(outs.files);
+                expect(digest).toMatch(/^sha256:|^[0-9a-f]{64}$/);
+                expect(outs.copied).toEqual(dsts.slice(0, n).map((h) => h.name));
+                for (const h of dsts.slice(0, n)) expect((outs.digests as Record<string, string>)[h.name]).toBe(digest);
+                // a second run finds every member complete and sends nothing
+                const again = (await modelChainProvider.create!(inputs)).outs ?? {};
+                expect(again.copied).toEqual([]);
+            }
+            let out = "";
+            record(
+                values,
+                "raw ssh tar, 1 link",
+                await timed(async () => {
+                    out = await sh(
+                        `set -o pipefail; ssh -F ${tb.sshConfig} ${src.name} tar -C ${MODEL_DIR} -chf - . | ssh -F ${tb.sshConfig} ${dsts[0].name} 'wc -c'`,
+                        "raw model stream",
+                    );
+                }),
+            );
+            record(values, "bytes", Number(out.trim()));
+        }
+        await clearModel(dsts);
+        const { figures, med } = summarize(values);
+        const ratios: Record<string, number> = {
+            [`chain N=${top} / chain N=1`]: med(`chain N=${top}`) / med("chain N=1"),
+            "throughput: raw / chain N=1": med("raw ssh tar, 1 link") / med("chain N=1"),
+        };
+        report.model = { modelMiB: MODEL_MB, files, digest, figures, ratios };
+        print(`model distribution: ${MODEL_MB} MiB in ${files} files (weights behind symlinks)`, figures, ratios);
     },
     REPEATS * 1_800_000,
 );

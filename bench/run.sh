@@ -4,7 +4,8 @@
 #   sudo npm run bench              3 repeats; writes bench/results.json, bench/timeline.{txt,json,png}
 #   sudo npm run bench -- --smoke   the Pulumi side once into a temporary directory (what `npm test` runs): the
 #                                   bench works; its goals are not checked and the manual procedure does not run
-#   sudo npm run bench -- --hosts 4 the same on 4 hosts (tensor parallel 4); writes bench/results-4hosts.json
+#   sudo npm run bench -- --hosts 4 the same on 4 hosts (tensor parallel 4); writes bench/results-4hosts.json and
+#                                   bench/timeline-4hosts.{txt,json,png}
 #
 # Runs `pulumi up` of the `local` stack on the simulated hosts (tests/testbed) side by side with bench/manual.sh,
 # the manual procedure, on the same hosts, image and model; see bench/bench.test.ts for what is measured.
@@ -36,10 +37,12 @@ echo "bench: $repeats repeat(s), results in $out"
 VCL_BENCH_REPEATS=$repeats VCL_BENCH_OUT=$out timeout $((repeats * 1800 + 600)) \
   npx jest --selectProjects bench --runInBand --ci bench/bench.test.ts || { echo "bench: FAILED: a measured run failed" >&2; exit 1; }
 
-[[ ! -f $out/timeline-events.jsonl ]] || bash setup/timeline.sh "$out/timeline-events.jsonl" --title "pulumi up of the local stack from empty (2 simulated hosts)" \
-  --png "$out/timeline.png" --json "$out/timeline.json" >"$out/timeline.txt" || { echo "bench: FAILED: timeline" >&2; exit 1; }
+tl=timeline
+[[ $n == 2 ]] || tl=timeline-${n}hosts
+[[ ! -f $out/timeline-events.jsonl ]] || bash setup/timeline.sh "$out/timeline-events.jsonl" --title "pulumi up of the local stack from empty ($n simulated hosts)" \
+  --png "$out/$tl.png" --json "$out/$tl.json" >"$out/$tl.txt" || { echo "bench: FAILED: timeline" >&2; exit 1; }
 rm -f "$out/timeline-events.jsonl"
-[[ $n != 2 ]] || cat "$out/timeline.txt"
+cat "$out/$tl.txt"
 echo
 node -e '
 const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));

@@ -111,6 +111,12 @@ check "host IPC: a host-IPC container's /dev/shm file is on its host, not on the
     ! nsenter -t \$(cat /run/vcl-h2/docker.pid) -m test -e /dev/shm/vcl-selftest && ! test -e /dev/shm/vcl-selftest"
 on 1 docker run --rm --ipc host "$IMAGE" rm -f /dev/shm/vcl-selftest >/dev/null
 check "spark-2's /dev/shm is its own (empty)" test -z "$(host_shm 2)"
+OWN="$STATE/own"
+on 1 sh -c "echo spark-1 > $OWN/vcl-selftest" >/dev/null
+check "each host's own directory: a file spark-1 writes there over ssh is in its containers, not on spark-2" \
+  bash -c "[ \"\$(ssh ${SSH_OPTS[*]} root@$(mgmt_ip 1) docker run --rm -v $OWN:/own:ro $IMAGE cat /own/vcl-selftest)\" = spark-1 ] &&
+    ! ssh ${SSH_OPTS[*]} root@$(mgmt_ip 2) test -e $OWN/vcl-selftest && ! test -e $OWN/vcl-selftest"
+on 1 rm -f "$OWN/vcl-selftest" >/dev/null
 
 # ------------------------------------------------------------------------------------------ image, model
 say "image on spark-1 only; vLLM's CPU build and Ray; the tiny model"
