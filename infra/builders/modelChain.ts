@@ -41,7 +41,9 @@ export function modelManifestScript(hostPath: string): string {
         "fi",
         "bytes=$(find -L . -type f -printf '%s\\n' | awk '{ s += $1 } END { printf \"%d\", s }') || exit 1",
         'echo "present $bytes"',
-        "find -L . -type f -printf '%P\\0' | LC_ALL=C sort -z | xargs -0r sha256sum --",
+        // every core hashes (a 100 GB model is minutes on one), one file per sha256sum so each line is one atomic
+        // write into the shared pipe; parseManifest puts the lines in path order
+        "find -L . -type f -printf '%P\\0' | xargs -0r -n 1 -P \"$(nproc)\" sha256sum --",
     ].join("\n");
 }
 
@@ -55,7 +57,7 @@ export interface Manifest {
     present: boolean;
     /** Total size of the files (links followed). */
     bytes: number;
-    /** The `sha256  path` lines as sha256sum printed them; empty for an empty or absent directory. */
+    /** The `sha256  path` lines as sha256sum prints them, in path order; empty for an empty or absent directory. */
     text: string;
     /** sha256 by path, in manifest order. */
     files: Map<string, string>;
@@ -76,16 +78,19 @@ export function parseManifest(stdout: string): Manifest {
     if (!size) {
         throw new Error(`unexpected manifest output: ${JSON.stringify(stdout.slice(0, 200))}`);
     }
-    const text = lines.join("\n");
-    const files = new Map<string, string>();
-    for (const line of lines.filter((l) => l !== "")) {
-        const m = /^(\\?)([0-9a-f]{64}) [ *](.*)$/.exec(line);
-        if (!m) {
-            throw new Error(`unexpected manifest line: ${JSON.stringify(line)}`);
-        }
-        files.set(m[1] ? unescapeName(m[3]) : m[3], m[2]);
-    }
-    return { present: true, bytes: Number(size[1]), text, files };
+    const entries = lines
+        .filter((l) => l !== "")
+        .map((line) => {
+            const m = /^(\\?)([0-9a-f]{64}) [ *](.*)$/.exec(line);
+            if (!m) {
+                throw new Error(`unexpected manifest line: ${JSON.stringify(line)}`);
+            }
+            return { line, path: m[1] ? unescapeName(m[3]) : m[3], sum: m[2] };
+        })
+        // the hashes arrive in the order the parallel hashers finish: byte order of the paths (as `LC_ALL=C sort`)
+        .sort((a, b) => Buffer.compare(Buffer.from(a.path), Buffer.from(b.path)));
+    const text = entries.map((e) => `${e.line}\n`).join("");
+    return { present: true, bytes: Number(size[1]), text, files: new Map(entries.map((e) => [e.path, e.sum])) };
 }
 
 /** The model's content checksum on a host: sha256 of its manifest; empty when the directory is absent. */
