@@ -152,7 +152,7 @@ afterAll(async () => {
     if (report.image || report.model) {
         const prev = fs.existsSync(file) ? (JSON.parse(fs.readFileSync(file, "utf8")) as Record<string, unknown>) : {};
         const kept = { image: prev.image, model: prev.model };
-        fs.writeFileSync(file, JSON.stringify({ ...kept, ...report, when: new Date().toISOString() }, null, 2) + "\n");
+        fs.writeFileSync(file, JSON.stringify({ ...kept, ...report }, null, 2) + "\n");
     }
 }, 600_000);
 
@@ -209,7 +209,7 @@ test(
             [`relay N=${top} / relay N=1`]: med(`relay N=${top}`) / med("relay N=1"),
             "throughput: raw / chain N=1": med("raw ssh cat, 1 link") / med("chain N=1"),
         };
-        report.image = { imageMiB: MB, figures, ratios };
+        report.image = { imageMiB: MB, figures, ratios, when: new Date().toISOString() };
         print(`image distribution: ${MB} MiB image`, figures, ratios);
     },
     REPEATS * 1_800_000,
@@ -288,7 +288,7 @@ test(
             [`chain N=${top} / chain N=1`]: med(`chain N=${top}`) / med("chain N=1"),
             "throughput: raw / chain N=1": med("raw ssh tar, 1 link") / med("chain N=1"),
         };
-        report.model = { modelMiB: MODEL_MB, files, digest, figures, ratios };
+        report.model = { modelMiB: MODEL_MB, files, digest, figures, ratios, when: new Date().toISOString() };
         print(`model distribution: ${MODEL_MB} MiB in ${files} files (weights behind symlinks)`, figures, ratios);
     },
     REPEATS * 1_800_000,
