@@ -125,7 +125,7 @@ async function benchPulumi(first: boolean): Promise<void> {
     expectOk(cold.value);
     record("pulumi: cold up", cold.seconds, "s", "pulumi up from an empty stack, image copied, until readiness answers");
     record("pulumi: ssh connections, cold up", cold.ssh, "count", "sshd 'Accepted publickey' lines during the cold up");
-    if (first && HOSTS_N === 2) {
+    if (first) {
         writeEvents(cold.value, path.join(OUT, "timeline-events.jsonl"));
     }
     const key = String(cold.value.outputs.apiKey);

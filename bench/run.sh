@@ -51,4 +51,4 @@ for (const [k, f] of Object.entries(r.figures))
   console.log(`  ${k.padEnd(44)} ${[f.min, f.median, f.max].map((v) => String(v).padStart(8)).join(" ")}  ${f.unit}`);
 for (const [k, v] of Object.entries(r.ratios)) console.log(`  ${k.padEnd(44)} ${v.toFixed(2).padStart(8)}`);
 ' "$out/$results"
-echo "bench: chart $out/timeline.png"
+echo "bench: chart $out/$tl.png"
