@@ -23,7 +23,8 @@ export interface ImageDistributionArgs {
  * image, so a changed image replaces exactly the containers on hosts whose ID changed. Hosts are independent
  * resources and copy in parallel; with source=host the source host's ID is the expected ID everywhere else.
  * With distribution=chain one ImageChain resource first streams the image along all hosts that lack it (each loads
- * and forwards at once), so the per-host resources find it present and only verify its ID and architecture.
+ * and forwards at once), so the per-host resources find it present and only verify its ID and architecture; the
+ * source's own check does not wait for the copy, so whatever runs there (the Ray head) starts meanwhile.
  */
 export class ImageDistribution extends pulumi.ComponentResource {
     /** Image ID by node name. */
@@ -45,6 +46,7 @@ export class ImageDistribution extends pulumi.ComponentResource {
         const sourceNode = origin.kind === "host" ? args.nodes.find((n) => n.node.name === args.sourceNode) : undefined;
 
         const chain = this.chain(name, args, origin, sourceNode);
+        // The source already holds the image: its check (and the Ray head behind it) does not wait for the copy.
         const presence = (n: SparkNode, expectedId?: pulumi.Input<string>) =>
             new ImagePresence(
                 `${name}-${n.node.name}`,
@@ -56,7 +58,7 @@ export class ImageDistribution extends pulumi.ComponentResource {
                     expectedId,
                     hostArch: n.arch,
                 },
-                { parent: this, dependsOn: chain ? [chain] : [] },
+                { parent: this, dependsOn: chain && n !== sourceNode ? [chain] : [] },
             );
 
         const ids: Record<string, pulumi.Output<string>> = {};

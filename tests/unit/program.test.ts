@@ -213,6 +213,17 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
         expect(get(run, "serve-api-key-file").inputs.key).toEqual(secretValue(MOCK_API_KEY));
     });
 
+    test("the source host's image check (and so the Ray head) does not wait for the chain; every other host's does", () => {
+        const run = runs[stack];
+        const cfg = configs[stack];
+        const source = cfg.image.sourceNode!;
+        expect(cfg.image.source).toBe("host");
+        expect(get(run, `image-${source}`).dependsOn).not.toContain("image-chain");
+        for (const n of cfg.nodes.filter((x) => x.name !== source)) {
+            expect(get(run, `image-${n.name}`).dependsOn).toContain("image-chain");
+        }
+    });
+
     test("dependencies are data: while the head container is being created (a preview), what is made from it is unknown", async () => {
         const cfg = configs[stack];
         const preview = await runStack(stack, cfg, { name: "ray-head-container", outputs: "unknown" });
