@@ -89,7 +89,7 @@ export class ServeEndpoint extends pulumi.ComponentResource {
             {
                 what: `serve readiness on node ${node}`,
                 waitScript: serveReadinessCommand(head.ssh, spec(args.serve.readyTimeoutSeconds)),
-                checkScript: serveReadinessCommand(head.ssh, { ...spec(READINESS_LOOK_SECONDS), intervalSeconds: 2 }),
+                checkScript: serveReadinessCommand(head.ssh, spec(READINESS_LOOK_SECONDS)),
                 triggers: this.containers.map((c) => c.id),
             },
             { parent: this },

@@ -11,7 +11,7 @@ export interface ServeReadinessSpec {
     servedName: string;
     apiKeyFile: string;
     timeoutSeconds: number;
-    /** Seconds between /health polls. */
+    /** Seconds between /health polls (default 1: a local curl; the server answers the moment it is up). */
     intervalSeconds?: number;
 }
 
@@ -57,7 +57,7 @@ export function serveReadinessScript(s: ServeReadinessSpec): string {
         `  state=$(docker inspect -f '{{.State.Status}}' ${CONTAINER.serve} 2>/dev/null || echo missing)`,
         `  case "$state" in exited|dead|missing) fail "container is $state before /health answered";; esac`,
         `  [ "$(date +%s)" -lt "$deadline" ] || fail "/health did not return 200 within ${s.timeoutSeconds}s (last HTTP $code, container $state)"`,
-        `  sleep ${s.intervalSeconds ?? 5}`,
+        `  sleep ${s.intervalSeconds ?? 1}`,
         `done`,
         `left=$(( deadline - $(date +%s) )); [ "$left" -ge 30 ] || left=30`,
         `resp=$(curl -sS --max-time "$left" -K <(auth) -H 'Content-Type: application/json' -d ${q(body)} -w '\\n%{http_code}' "$base/v1/chat/completions") || fail "chat completion request failed"`,

@@ -60,7 +60,7 @@ def main(argv, ray):
             return 0
         if time.monotonic() >= deadline:
             fail("not ready after %ds: %s" % (spec["timeoutSeconds"], result))
-        time.sleep(2)
+        time.sleep(1)
 
 
 if __name__ == "__main__":
