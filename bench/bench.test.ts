@@ -2,8 +2,9 @@
  * `npm run bench` (bench/run.sh): `pulumi up` of the `local` stack on the simulated hosts against the manual
  * procedure (bench/manual.sh) on the same hosts, image and model, side by side in one run, each figure over
  * VCL_BENCH_REPEATS repeats (min, median, max). Writes bench/results.json, bench/timeline.{txt,json} (the first
- * cold up's engine events, for setup/timeline.py) and prints a table. Its assertions are only that each measured
- * run worked (the deployment answered); the goals are reported, not enforced.
+ * cold up's engine events, for setup/timeline.py), bench/manual-steps.txt (the manual procedure's timed steps) and
+ * prints a table. Its assertions are only that each measured run worked (the deployment answered); the goals are
+ * reported, not enforced.
  */
 import * as fs from "fs";
 import * as path from "path";
@@ -21,6 +22,8 @@ const MANUAL_KEY = "bench-manual-procedure-key";
 /** Hosts in the measured cluster: the local stack's two, or more (spark-3.. like spark-2, tensor parallel = hosts). */
 const HOSTS_N = Number(process.env.VCL_BENCH_HOSTS ?? "2");
 const RESULTS = HOSTS_N === 2 ? "results.json" : `results-${HOSTS_N}hosts.json`;
+/** bench/manual.sh's step lines with their times, each repeat's: where the manual procedure's minutes go. */
+const MANUAL_STEPS = HOSTS_N === 2 ? "manual-steps.txt" : `manual-steps-${HOSTS_N}hosts.txt`;
 
 type Figure = { runs: number[]; min: number; median: number; max: number; unit: string; note: string };
 const runs: Record<string, { unit: string; note: string; values: number[] }> = {};
@@ -88,6 +91,10 @@ async function manual(action: "up" | "down"): Promise<void> {
             timeoutMs: 1_200_000,
         },
     );
+    if (action === "up") {
+        // its step lines with their times, next to the timeline of the Pulumi side
+        fs.appendFileSync(path.join(OUT, MANUAL_STEPS), `--- bench/manual.sh up, ${new Date().toISOString()}\n${r.stderr}`);
+    }
     if (r.code !== 0) {
         throw new Error(`bench/manual.sh ${action} failed (exit ${r.code}): ${r.stderr.trim().split("\n").slice(-10).join("\n")}`);
     }
@@ -176,6 +183,7 @@ async function benchImageLink(): Promise<void> {
 }
 
 beforeAll(async () => {
+    fs.rmSync(path.join(OUT, MANUAL_STEPS), { force: true });
     p = await openProject(STACK, "vcl-bench-");
     if (HOSTS_N > 2) {
         editConfig(p, (c) => {
