@@ -1,10 +1,13 @@
 /**
  * The `local-native` stack (backend native: vLLM's own multi-node, no Ray; rank 0 on spark-1 serves the API, rank 1
  * on spark-2 runs --headless and joins rank 0's rendezvous on spark-1's fabric IP) deployed on the simulated hosts
- * by the real Pulumi engine through the Automation API. Run by tests/integration/run.sh.
+ * by the real Pulumi engine through the Automation API. The model is on spark-1 only (model.source): the program
+ * copies it to spark-2 along its model chain. Run by tests/integration/run.sh.
  */
+import * as path from "path";
 import { apiKeyHostPath } from "../../infra/builders/node";
-import { CONTAINER } from "../../infra/contract";
+import { shellQuote } from "../../infra/builders/quote";
+import { CONTAINER, LABEL } from "../../infra/contract";
 import { Project, changed, destroy, editConfig, expectOk, openProject, preview, removeProject, stateResources, up } from "./engine";
 import { Hosts, stackConfig } from "./hosts";
 import { Answer, greedyAnswer, tp1Reference } from "./reference";
@@ -35,8 +38,45 @@ beforeAll(async () => {
             120_000,
         );
     }
+    await modelOnSourceOnly();
     tp1 = await tp1Reference(hosts); // computed once per image and model (the ray file may have done it already)
 }, 900_000);
+
+/**
+ * model.source's starting point, as a downloaded Hugging Face cache leaves it: the stack's model (and its -hd16
+ * variant) on spark-1 only, every file a symbolic link into a blob directory; spark-2 has no model directory at all.
+ */
+async function modelOnSourceOnly(): Promise<void> {
+    const own = path.posix.dirname(hosts.cfg.model.hostPath); // <testbed>/own/models: each host's own
+    const shared = own.replace(/\/own\/models$/, "/models"); // where the testbed installs the models, seen by all
+    const name = path.posix.basename(hosts.cfg.model.hostPath);
+    const script = [
+        "set -eu",
+        `own=${shellQuote(own)} shared=${shellQuote(shared)}`,
+        'rm -rf "$own" && mkdir -p "$own"',
+        `for m in ${shellQuote(name)} ${shellQuote(`${name}-hd16`)}; do`,
+        '  mkdir -p "$own/$m/.blobs"',
+        '  for f in "$shared/$m"/*; do',
+        '    [ -f "$f" ] || { echo "$f is not a file" >&2; exit 1; }',
+        '    sum=$(sha256sum "$f" | cut -d" " -f1)',
+        '    cp "$f" "$own/$m/.blobs/$sum" && ln -sfn ".blobs/$sum" "$own/$m/$(basename "$f")"',
+        "  done",
+        "done",
+    ].join("\n");
+    await hosts.must(head, ["bash", "-c", script]);
+    await hosts.must(worker, ["rm", "-rf", own]);
+}
+
+/** `sha256sum` of every file of the model directory on `node`, links followed, in path order. */
+function modelFiles(node: string, dir = hosts.cfg.model.hostPath): Promise<string> {
+    return hosts.must(node, ["sh", "-c", `cd ${shellQuote(dir)} && find -L . -type f | LC_ALL=C sort | xargs -r sha256sum --`]);
+}
+
+async function modelChain(): Promise<{ digest: string; copied: string[]; digests: Record<string, string> }> {
+    const r = (await stateResources(p)).find((x) => x.name === "model-chain");
+    if (!r) throw new Error("no model-chain in the stack's state");
+    return r.outputs as { digest: string; copied: string[]; digests: Record<string, string> };
+}
 
 afterAll(async () => {
     if (TIMINGS_FILE) {
@@ -74,6 +114,23 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
         );
     }, 1_800_000);
 
+    test("model.source: spark-2 got spark-1's model as regular files, checked file by file; both ranks carry its digest", async () => {
+        const chain = await modelChain();
+        expect(chain.copied).toEqual([worker]);
+        expect(chain.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
+        expect(chain.digests).toEqual({ [worker]: chain.digest });
+        const dir = hosts.cfg.model.hostPath;
+        const onSource = await modelFiles(head);
+        expect(onSource).toContain("model.safetensors");
+        // the same content behind the same paths (.blobs included); on spark-2 no link is left, on spark-1 all are
+        expect(await modelFiles(worker)).toBe(onSource);
+        expect(await hosts.must(worker, ["find", dir, "-type", "l"])).toBe("");
+        expect(await hosts.must(head, ["find", dir, "-maxdepth", "1", "-type", "f"])).toBe("");
+        for (const n of [head, worker]) {
+            expect(await hosts.inspect(n, CONTAINER.serve, `{{index .Config.Labels "${LABEL.modelDigest}"}}`)).toBe(chain.digest);
+        }
+    }, 120_000);
+
     test("serving: chat with the key 200, 401 without or with a wrong key", async () => {
         expect((await request("GET", `${endpoint.replace(/\/v1$/, "")}/health`)).status).toBe(200);
         const ok = await chat(endpoint, model, apiKey);
@@ -103,6 +160,21 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
         expect(changed(r)).toEqual([]);
     }, 600_000);
 
+    test("a weight file damaged on spark-2: up --refresh sends that file back, and the serving ranks keep running", async () => {
+        const dir = hosts.cfg.model.hostPath;
+        const good = await modelFiles(worker);
+        const ranks = [await hosts.containerId(head, CONTAINER.serve), await hosts.containerId(worker, CONTAINER.serve)];
+        await hosts.must(worker, ["sh", "-c", `printf damaged > ${shellQuote(`${dir}/model.safetensors`)}`]);
+        expect(await modelFiles(worker)).not.toBe(good);
+        const r = expectOk(await up(p, { refresh: true }));
+        timings["damaged-model-file-healed"] = Math.round(r.seconds * 10) / 10;
+        expect(changed(r)).toEqual(["update model-chain"]);
+        expect(await modelFiles(worker)).toBe(good);
+        expect((await modelChain()).copied).toEqual([worker]);
+        // the source's content, so its digest, did not change: nothing that mounts the model restarts
+        expect([await hosts.containerId(head, CONTAINER.serve), await hosts.containerId(worker, CONTAINER.serve)]).toEqual(ranks);
+    }, 600_000);
+
     test("a serve argument change replaces every rank and the readiness check, nothing else; the value is in effect", async () => {
         const before = [await hosts.containerId(head, CONTAINER.serve), await hosts.containerId(worker, CONTAINER.serve)];
         const maxLen = hosts.cfg.serve.maxModelLen! / 2;
@@ -130,10 +202,13 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
         expect(r.output + r.error).toMatch(/vllm-serve on node spark-1: chat completion (returned HTTP 5\d\d|request failed)/);
         expect(r.seconds).toBeLessThan(hosts.cfg.serve.readyTimeoutSeconds + 120);
 
+        expect(await modelFiles(worker, `${good}-hd16`)).toBe(await modelFiles(head, `${good}-hd16`)); // it was copied
+
         editConfig(p, (c) => ((c.model as Record<string, unknown>).hostPath = good));
         const fixed = expectOk(await up(p));
         timings["fixed-model-to-serving"] = Math.round(fixed.seconds * 10) / 10;
         expect((await chat(endpoint, model, apiKey)).status).toBe(200);
+        expect((await modelChain()).copied).toEqual([]); // spark-2 still held it: nothing sent
     }, 1_800_000);
 
     test("destroy leaves no project container on either host and no key file on the head", async () => {

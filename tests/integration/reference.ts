@@ -8,6 +8,7 @@ import * as crypto from "crypto";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
+import { shellQuote } from "../../infra/builders/quote";
 import { ClusterConfig } from "../../infra/config";
 import { Hosts, waitFor } from "./hosts";
 import { request } from "./support";
@@ -55,13 +56,15 @@ export async function tp1Reference(hosts: Hosts): Promise<Answer> {
     const cfg: ClusterConfig = hosts.cfg;
     const head = cfg.head.name;
     const imageId = await hosts.imageId(head, cfg.image.ref);
-    const modelHash = crypto.createHash("sha256");
-    for (const f of fs.readdirSync(cfg.model.hostPath).sort()) {
-        modelHash.update(f).update(fs.readFileSync(path.join(cfg.model.hostPath, f)));
-    }
+    // the model as the head host sees it (with model.source it is in that host's own directory), links followed
+    const modelFiles = await hosts.must(head, [
+        "sh",
+        "-c",
+        `cd ${shellQuote(cfg.model.hostPath)} && find -L . -type f | LC_ALL=C sort | xargs -r sha256sum --`,
+    ]);
     const key = crypto
         .createHash("sha256")
-        .update(JSON.stringify([imageId, modelHash.digest("hex"), cfg.serve.extraArgs, cfg.serve.maxModelLen]))
+        .update(JSON.stringify([imageId, modelFiles, cfg.serve.extraArgs, cfg.serve.maxModelLen]))
         .digest("hex")
         .slice(0, 16);
     const cache = path.join(os.tmpdir(), `vllm-cluster-tp1-reference-${key}.json`);

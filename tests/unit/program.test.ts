@@ -697,6 +697,8 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
             rows.push([`image-${n.name}`, T.presence, "image", ""]);
         }
         rows.push(["image", T.image, "", ""], ["api-key", T.password, "", ""], ["roster", T.dynamic, "", ""]);
+        // model.source: the model is copied from spark-1 to spark-2
+        rows.push(["model", "vllm-cluster:index:ModelDistribution", "", ""], ["model-chain", T.dynamic, "model", ""]);
         rows.push(
             ["serve", NATIVE_T, "", ""],
             ["serve-api-key-file", T.dynamic, "serve", ""],
@@ -743,7 +745,8 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
         const deps: PropertyDependencies = await dependenciesByValue("local-native", cfg, run);
         expect(deps["serve-rank-0-container"].image).toEqual(["image-spark-1"]);
         expect(deps["serve-rank-1-container"].image).toEqual(["image-spark-2"]);
-        expect(deps["serve-rank-1-container"].labels).toEqual(["serve-rank-0-container"]);
+        expect(deps["serve-rank-0-container"].labels).toEqual(["api-key", "model-chain"]);
+        expect(deps["serve-rank-1-container"].labels).toEqual(["model-chain", "serve-rank-0-container"]);
         expect(deps["serve-readiness"].triggers).toEqual(["serve-rank-0-container", "serve-rank-1-container"]);
         expect(deps["serve-api-key-file"].key).toEqual(["api-key"]);
         expect(deps["serve-api-key-file"].keyHash).toEqual(["api-key"]);
@@ -753,6 +756,7 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
         ["serve-rank-0-container", ["serve-rank-1-container", "serve-readiness"]],
         ["serve-rank-1-container", ["serve-readiness"]],
         ["image-spark-2", ["serve-rank-1-container", "serve-readiness"]],
+        ["model-chain", ["serve-rank-0-container", "serve-rank-1-container", "serve-readiness"]],
         ["api-key", ["serve-api-key-file", "serve-rank-0-container", "serve-rank-1-container", "serve-readiness"]],
     ])("a changed %s output changes the inputs of exactly %j", async (upstream, changed) => {
         expect(await changedBy("local-native", cfg, run, upstream)).toEqual(changed);
