@@ -46,7 +46,6 @@ export class ImageDistribution extends pulumi.ComponentResource {
         const sourceNode = origin.kind === "host" ? args.nodes.find((n) => n.node.name === args.sourceNode) : undefined;
 
         const chain = this.chain(name, args, origin, sourceNode);
-        // The source already holds the image: its check (and the Ray head behind it) does not wait for the copy.
         const presence = (n: SparkNode, expectedId?: pulumi.Input<string>) =>
             new ImagePresence(
                 `${name}-${n.node.name}`,
@@ -58,6 +57,7 @@ export class ImageDistribution extends pulumi.ComponentResource {
                     expectedId,
                     hostArch: n.arch,
                 },
+                // the source already holds the image: its check (and the Ray head behind it) does not wait for the copy
                 { parent: this, dependsOn: chain && n !== sourceNode ? [chain] : [] },
             );
 

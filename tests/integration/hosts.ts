@@ -5,6 +5,7 @@
  */
 import { spawn } from "child_process";
 import * as fs from "fs";
+import { shellQuote } from "../../infra/builders/quote";
 import { SshTarget, sshArgv, sshTargetOf } from "../../infra/builders/ssh";
 import { LABEL } from "../../infra/contract";
 import { ClusterConfig, NodeConfig, validateConfig } from "../../infra/config";
@@ -118,6 +119,11 @@ export class Hosts {
     async imageId(name: string, ref: string): Promise<string> {
         const r = await this.docker(name, ["image", "inspect", "--format", "{{.Id}}", ref]);
         return r.code === 0 ? r.stdout.trim() : "";
+    }
+
+    /** `sha256sum` of every file of a model directory as the node sees it, links followed, in path order. */
+    modelFiles(name: string, dir = this.cfg.model.hostPath): Promise<string> {
+        return this.must(name, ["sh", "-c", `cd ${shellQuote(dir)} && find -L . -type f | LC_ALL=C sort | xargs -r sha256sum --`]);
     }
 }
 

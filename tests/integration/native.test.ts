@@ -67,11 +67,6 @@ async function modelOnSourceOnly(): Promise<void> {
     await hosts.must(worker, ["rm", "-rf", own]);
 }
 
-/** `sha256sum` of every file of the model directory on `node`, links followed, in path order. */
-function modelFiles(node: string, dir = hosts.cfg.model.hostPath): Promise<string> {
-    return hosts.must(node, ["sh", "-c", `cd ${shellQuote(dir)} && find -L . -type f | LC_ALL=C sort | xargs -r sha256sum --`]);
-}
-
 async function modelChain(): Promise<{ digest: string; copied: string[]; digests: Record<string, string> }> {
     const r = (await stateResources(p)).find((x) => x.name === "model-chain");
     if (!r) throw new Error("no model-chain in the stack's state");
@@ -120,10 +115,10 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
         expect(chain.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
         expect(chain.digests).toEqual({ [worker]: chain.digest });
         const dir = hosts.cfg.model.hostPath;
-        const onSource = await modelFiles(head);
+        const onSource = await hosts.modelFiles(head);
         expect(onSource).toContain("model.safetensors");
         // the same content behind the same paths (.blobs included); on spark-2 no link is left, on spark-1 all are
-        expect(await modelFiles(worker)).toBe(onSource);
+        expect(await hosts.modelFiles(worker)).toBe(onSource);
         expect(await hosts.must(worker, ["find", dir, "-type", "l"])).toBe("");
         expect(await hosts.must(head, ["find", dir, "-maxdepth", "1", "-type", "f"])).toBe("");
         for (const n of [head, worker]) {
@@ -162,14 +157,14 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
 
     test("a weight file damaged on spark-2: up --refresh sends that file back, and the serving ranks keep running", async () => {
         const dir = hosts.cfg.model.hostPath;
-        const good = await modelFiles(worker);
+        const good = await hosts.modelFiles(worker);
         const ranks = [await hosts.containerId(head, CONTAINER.serve), await hosts.containerId(worker, CONTAINER.serve)];
         await hosts.must(worker, ["sh", "-c", `printf damaged > ${shellQuote(`${dir}/model.safetensors`)}`]);
-        expect(await modelFiles(worker)).not.toBe(good);
+        expect(await hosts.modelFiles(worker)).not.toBe(good);
         const r = expectOk(await up(p, { refresh: true }));
         timings["damaged-model-file-healed"] = Math.round(r.seconds * 10) / 10;
         expect(changed(r)).toEqual(["update model-chain"]);
-        expect(await modelFiles(worker)).toBe(good);
+        expect(await hosts.modelFiles(worker)).toBe(good);
         expect((await modelChain()).copied).toEqual([worker]);
         // the source's content, so its digest, did not change: nothing that mounts the model restarts
         expect([await hosts.containerId(head, CONTAINER.serve), await hosts.containerId(worker, CONTAINER.serve)]).toEqual(ranks);
@@ -202,7 +197,7 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
         expect(r.output + r.error).toMatch(/vllm-serve on node spark-1: chat completion (returned HTTP 5\d\d|request failed)/);
         expect(r.seconds).toBeLessThan(hosts.cfg.serve.readyTimeoutSeconds + 120);
 
-        expect(await modelFiles(worker, `${good}-hd16`)).toBe(await modelFiles(head, `${good}-hd16`)); // it was copied
+        expect(await hosts.modelFiles(worker, `${good}-hd16`)).toBe(await hosts.modelFiles(head, `${good}-hd16`)); // it was copied
 
         editConfig(p, (c) => ((c.model as Record<string, unknown>).hostPath = good));
         const fixed = expectOk(await up(p));

@@ -8,7 +8,6 @@ import * as crypto from "crypto";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
-import { shellQuote } from "../../infra/builders/quote";
 import { ClusterConfig } from "../../infra/config";
 import { Hosts, waitFor } from "./hosts";
 import { request } from "./support";
@@ -57,11 +56,7 @@ export async function tp1Reference(hosts: Hosts): Promise<Answer> {
     const head = cfg.head.name;
     const imageId = await hosts.imageId(head, cfg.image.ref);
     // the model as the head host sees it (with model.source it is in that host's own directory), links followed
-    const modelFiles = await hosts.must(head, [
-        "sh",
-        "-c",
-        `cd ${shellQuote(cfg.model.hostPath)} && find -L . -type f | LC_ALL=C sort | xargs -r sha256sum --`,
-    ]);
+    const modelFiles = await hosts.modelFiles(head);
     const key = crypto
         .createHash("sha256")
         .update(JSON.stringify([imageId, modelFiles, cfg.serve.extraArgs, cfg.serve.maxModelLen]))
