@@ -7,7 +7,16 @@ import * as pulumi from "@pulumi/pulumi";
 import type { ModelConfig, NodeConfig, ServeConfig } from "../config";
 import { labelList } from "./labels";
 import { LABEL } from "../contract";
-import { API_KEY_CONTAINER_PATH, RAY_TOKEN_CONTAINER_PATH, apiKeyHostPath, rayTokenHostPath } from "./node";
+import {
+    API_KEY_CONTAINER_PATH,
+    COMPILE_CACHE_CONTAINER_DIR,
+    RAY_TOKEN_CONTAINER_PATH,
+    SHARED_TMP_CONTAINER_DIR,
+    apiKeyHostPath,
+    compileCacheHostDir,
+    rayTokenHostPath,
+    sharedTmpHostDir,
+} from "./node";
 
 /** What every role's container takes from the config (plain) plus the image ID on its host (deploy-time). */
 export interface ContainerInput {
@@ -49,7 +58,8 @@ export interface ContainerSpec {
 }
 
 /**
- * Host network and IPC (NCCL and Ray's object store need both), GPUs only with the nvidia runtime, bounded
+ * Host network and IPC (NCCL and Ray's object store need both), the node's /tmp and compile cache directories, GPUs
+ * only with the nvidia runtime, bounded
  * restarts so a crash loop cannot leak GPU memory forever, and mustRun so `pulumi refresh` sees a dead
  * container as drift.
  */
@@ -70,7 +80,7 @@ export function containerArgs(p: ContainerInput, c: ContainerSpec): docker.Conta
             ...(auth ? [{ label: LABEL.rayTokenHash, value: auth }] : []),
             ...(p.modelDigest !== undefined ? [{ label: LABEL.modelDigest, value: p.modelDigest }] : []),
         ],
-        volumes: c.volumes,
+        volumes: [...c.volumes, ...nodeVolumes(p.stateDir, p.node.name)],
         mounts: auth ? [...(c.mounts ?? []), rayTokenMount(p.stateDir, p.node.name)] : c.mounts,
         gpus: p.node.gpuRuntime === "nvidia" ? "all" : undefined,
         restart: "on-failure",
@@ -101,6 +111,17 @@ export const RAY_TOKEN_ENV = ["RAY_AUTH_MODE=token", `RAY_AUTH_TOKEN_PATH=${RAY_
 /** The Ray token file, read-only; like the API key a `mounts` bind, so a missing file fails container creation. */
 export function rayTokenMount(stateDir: string, node: string): docker.types.input.ContainerMount {
     return { type: "bind", source: rayTokenHostPath(stateDir, node), target: RAY_TOKEN_CONTAINER_PATH, readOnly: true };
+}
+
+/**
+ * What every container of a node shares through host directories: /tmp (see SHARED_TMP_CONTAINER_DIR) and the
+ * compile caches (see COMPILE_CACHE_CONTAINER_DIR).
+ */
+export function nodeVolumes(stateDir: string, node: string): docker.types.input.ContainerVolume[] {
+    return [
+        { hostPath: sharedTmpHostDir(stateDir, node), containerPath: SHARED_TMP_CONTAINER_DIR },
+        { hostPath: compileCacheHostDir(stateDir, node), containerPath: COMPILE_CACHE_CONTAINER_DIR },
+    ];
 }
 
 /** The model directory, read-only, at its container path. */

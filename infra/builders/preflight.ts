@@ -4,7 +4,7 @@
  */
 import type { NodeConfig } from "../config";
 import { LABEL } from "../contract";
-import { nodeStateDir, sharedTmpHostDir } from "./node";
+import { compileCacheHostDir, nodeStateDir, sharedTmpHostDir } from "./node";
 import { shellQuote } from "./quote";
 import { SshTarget, remoteScriptCommand } from "./ssh";
 
@@ -12,16 +12,18 @@ import { SshTarget, remoteScriptCommand } from "./ssh";
  * Remote script that checks what the seeds found broken by hand: the docker engine answers, the fabric IP is
  * configured on the named interface, no other process holds a host port this node's containers will listen on
  * (`ports`), and (with the nvidia runtime) the GPU count matches. It also creates the node's state dir
- * (<stateDir>/<node>/tmp, the /tmp shared by the Ray head and serve containers) as the login user. Prints one JSON line of facts: {"node","arch","dockerVersion","gpusSeen"}.
+ * (<stateDir>/<node>/tmp, the /tmp shared by the Ray head and serve containers, and <stateDir>/<node>/cache, the
+ * node's compile caches) as the login user. Prints one JSON line of facts: {"node","arch","dockerVersion","gpusSeen"}.
  */
 export function preflightScript(n: NodeConfig, stateDir: string, ports: readonly number[]): string {
+    const dirs = [sharedTmpHostDir(stateDir, n.name), compileCacheHostDir(stateDir, n.name)].map(shellQuote).join(" ");
     const lines = [
         "set -u",
         `node=${shellQuote(n.name)}`,
         `fail() { echo "preflight failed on node $node (${n.sshUser}@${n.sshHost}): $*" >&2; exit 1; }`,
         // Created here, as the login user, before any container: docker would create missing bind-mount
         // sources owned by root, and the API key install (run as the login user) could not write there.
-        `mkdir -p ${shellQuote(sharedTmpHostDir(stateDir, n.name))} && chmod 1777 ${shellQuote(sharedTmpHostDir(stateDir, n.name))} && [ -w ${shellQuote(nodeStateDir(stateDir, n.name))} ] || fail ${shellQuote(
+        `mkdir -p ${dirs} && chmod 1777 ${dirs} && [ -w ${shellQuote(nodeStateDir(stateDir, n.name))} ] || fail ${shellQuote(
             `state dir ${nodeStateDir(stateDir, n.name)} is not writable`,
         )}`,
         `command -v docker >/dev/null 2>&1 || fail "docker CLI not found"`,

@@ -4,7 +4,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { CONTAINER, DASHBOARD_HOST, LABEL, PortSettings, containerPorts, portsLabel } from "../contract";
 import { ContainerInput, containerArgs, mapInput, modelVolume } from "./containers";
 import { containerLabels } from "./labels";
-import { SHARED_TMP_CONTAINER_DIR, nodeEnv, sharedTmpHostDir } from "./node";
+import { nodeEnv } from "./node";
 import { RAY_ENTRYPOINT, rayHeadCommand, rayWorkerCommand } from "./ray";
 
 export interface RayHeadContainerInput extends ContainerInput {
@@ -12,7 +12,7 @@ export interface RayHeadContainerInput extends ContainerInput {
     objectStoreMemoryBytes?: number;
 }
 
-/** The Ray head container: bound to the head's fabric IP, dashboard on loopback, Ray session dir on the host. */
+/** The Ray head container: bound to the head's fabric IP, dashboard on loopback. */
 export function rayHeadContainerArgs(p: RayHeadContainerInput): docker.ContainerArgs {
     return containerArgs(p, {
         containerName: CONTAINER.rayHead,
@@ -29,7 +29,7 @@ export function rayHeadContainerArgs(p: RayHeadContainerInput): docker.Container
             },
             { "dashboard-host": DASHBOARD_HOST },
         ),
-        volumes: [modelVolume(p.model), { hostPath: sharedTmpHostDir(p.stateDir, p.node.name), containerPath: SHARED_TMP_CONTAINER_DIR }],
+        volumes: [modelVolume(p.model)],
     });
 }
 

@@ -4,7 +4,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { CONTAINER, LABEL, containerPorts, portsLabel } from "../contract";
 import { ContainerInput, apiKeyMount, containerArgs, mapInput, modelVolume } from "./containers";
 import { containerLabels } from "./labels";
-import { API_KEY_CONTAINER_PATH, SHARED_TMP_CONTAINER_DIR, nodeEnv, sharedTmpHostDir } from "./node";
+import { API_KEY_CONTAINER_PATH, nodeEnv } from "./node";
 import { HEADLESS_ENTRYPOINT, NativeRank, SERVE_ENTRYPOINT, nativeServeCommand, serveCommand, serveEnv } from "./vllm";
 
 /** The labels every serve container adds: its parallelism and the GPUs of the whole cluster. */
@@ -29,7 +29,7 @@ export interface ServeContainerInput extends ContainerInput {
 
 /**
  * vllm serve on the head: the key is read from the read-only mounted file by the entrypoint (never in Cmd, Env
- * or labels), and the Ray session dir is shared with the head container.
+ * or labels); its /tmp, with the Ray session dir, is the head container's (every container of a node has the node's).
  */
 export function serveContainerArgs(p: ServeContainerInput): docker.ContainerArgs {
     return containerArgs(p, {
@@ -51,7 +51,7 @@ export function serveContainerArgs(p: ServeContainerInput): docker.ContainerArgs
             { label: LABEL.clusterFingerprint, value: p.clusterFingerprint },
             { label: LABEL.apiKeyHash, value: p.apiKeyHash },
         ],
-        volumes: [modelVolume(p.model), { hostPath: sharedTmpHostDir(p.stateDir, p.node.name), containerPath: SHARED_TMP_CONTAINER_DIR }],
+        volumes: [modelVolume(p.model)],
         mounts: [apiKeyMount(p.stateDir, p.node.name)],
     });
 }

@@ -5,7 +5,8 @@
  */
 import * as fs from "fs";
 import { RAY_TOKEN_ENV } from "../../infra/builders/containers";
-import { RAY_TOKEN_CONTAINER_PATH, apiKeyHostPath, rayTokenHostPath } from "../../infra/builders/node";
+import { RAY_TOKEN_CONTAINER_PATH, apiKeyHostPath, compileCacheHostDir, rayTokenHostPath } from "../../infra/builders/node";
+import { shellQuote } from "../../infra/builders/quote";
 import { CONTAINER } from "../../infra/contract";
 import {
     OpResult,
@@ -300,6 +301,11 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
 
     test("up --refresh after serve and a worker were killed: worker, gate, serve, readiness in order; returns serving", async () => {
         const before = await ids();
+        // what vLLM's first request compiled on spark-2 (Inductor's kernels) is in the host's cache directory
+        const kernels = () =>
+            hosts.must(worker, ["sh", "-c", `find ${shellQuote(compileCacheHostDir(hosts.cfg.stateDir, worker))} -name '*.so' | sort`]);
+        const kernelsBefore = await kernels();
+        expect(kernelsBefore).not.toBe("");
         await hosts.must(head, ["docker", "kill", CONTAINER.serve]);
         await hosts.must(worker, ["docker", "kill", CONTAINER.rayWorker]);
         const order: string[] = [];
@@ -325,6 +331,8 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
         expect(after.serve).not.toBe(before.serve);
         // up returned only once the server answers
         expect((await chat(endpoint, model, apiKey)).status).toBe(200);
+        // and the replaced worker's first request reused the kernels in the host's cache instead of building new ones
+        expect(await kernels()).toBe(kernelsBefore);
     }, 1_800_000);
 
     test("the image removed out of band from spark-2: up --refresh copies it to that host only, and nothing else changes", async () => {

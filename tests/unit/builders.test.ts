@@ -24,6 +24,14 @@ import { shmSizeMb } from "../../infra/builders/containers";
 import { SshTarget, dockerHostUrl, remoteScriptCommand, sshArgv, sshOptions } from "../../infra/builders/ssh";
 import { GUARD_PY, NO_API_KEY_EXIT, SERVE_ENTRYPOINT, joinFingerprint, nativeServeCommand, serveCommand } from "../../infra/builders/vllm";
 
+/** Where every container of a node keeps its compile caches (the node's cache directory is mounted there). */
+const CACHE_ENV = [
+    "VLLM_CACHE_ROOT=/var/cache/vllm-cluster/vllm",
+    "TORCHINDUCTOR_CACHE_DIR=/var/cache/vllm-cluster/torchinductor",
+    "TRITON_CACHE_DIR=/var/cache/vllm-cluster/triton",
+    "CUDA_CACHE_PATH=/var/cache/vllm-cluster/nv",
+];
+
 const target: SshTarget = {
     user: "aurora",
     host: "10.1.230.180",
@@ -354,18 +362,26 @@ describe("ray containers", () => {
             "GLOO_SOCKET_IFNAME=enp1s0f1np1",
             "NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1",
             "RAY_memory_monitor_refresh_ms=0",
+            ...CACHE_ENV,
         ]);
         expect(nodeEnv(sim)).toEqual([
             "VLLM_HOST_IP=10.232.0.12",
             "NCCL_SOCKET_IFNAME=fabric0",
             "GLOO_SOCKET_IFNAME=fabric0",
             "NCCL_IB_DISABLE=1",
+            ...CACHE_ENV,
         ]);
         // a node's own env comes last, sorted by name
-        expect(nodeEnv({ ...sim, env: { VLLM_CPU_OMP_THREADS_BIND: "1", NCCL_DEBUG: "INFO" } }).slice(4)).toEqual([
+        expect(nodeEnv({ ...sim, env: { VLLM_CPU_OMP_THREADS_BIND: "1", NCCL_DEBUG: "INFO" } }).slice(8)).toEqual([
             "NCCL_DEBUG=INFO",
             "VLLM_CPU_OMP_THREADS_BIND=1",
         ]);
+    });
+
+    test("compile caches go to the node's cache directory, unless the node's env puts one elsewhere", () => {
+        const own = nodeEnv({ ...sim, env: { TORCHINDUCTOR_CACHE_DIR: "/scratch/inductor" } });
+        expect(own.filter((e) => e.startsWith("TORCHINDUCTOR_CACHE_DIR="))).toEqual(["TORCHINDUCTOR_CACHE_DIR=/scratch/inductor"]);
+        expect(own).toContain("VLLM_CACHE_ROOT=/var/cache/vllm-cluster/vllm");
     });
 
     test("labels follow the contract", () => {

@@ -318,6 +318,11 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
             // Ray token authentication: the token itself only in the read-only file
             RAY_AUTH_MODE: "token",
             RAY_AUTH_TOKEN_PATH: "/run/vllm-cluster/ray-token",
+            // compile caches in the node's cache directory (mounted below), kept across container replacement
+            VLLM_CACHE_ROOT: "/var/cache/vllm-cluster/vllm",
+            TORCHINDUCTOR_CACHE_DIR: "/var/cache/vllm-cluster/torchinductor",
+            TRITON_CACHE_DIR: "/var/cache/vllm-cluster/triton",
+            CUDA_CACHE_PATH: "/var/cache/vllm-cluster/nv",
         });
         expect(serve.inputs.volumes).toEqual([
             {
@@ -326,6 +331,7 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
                 readOnly: true,
             },
             { hostPath: "/home/aurora/.local/state/vllm-cluster/spark-1/tmp", containerPath: "/tmp" },
+            { hostPath: "/home/aurora/.local/state/vllm-cluster/spark-1/cache", containerPath: "/var/cache/vllm-cluster" },
         ]);
         // the key file is a bind mount that must exist: Docker refuses to create it (a volume would become a directory)
         expect(serve.inputs.mounts).toEqual([
@@ -387,6 +393,21 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
             });
             expect(c.inputs.gpus).toBe("all");
         }
+        // each keeps its compile caches in its own host's cache directory, and Inductor's precompiled headers in
+        // its host's /tmp: a replaced worker does not compile again
+        expect(worker.inputs.volumes).toContainEqual({
+            hostPath: "/home/aurora/.local/state/vllm-cluster/spark-2/tmp",
+            containerPath: "/tmp",
+        });
+        expect(head.inputs.volumes).toContainEqual({
+            hostPath: "/home/aurora/.local/state/vllm-cluster/spark-1/cache",
+            containerPath: "/var/cache/vllm-cluster",
+        });
+        expect(worker.inputs.volumes).toContainEqual({
+            hostPath: "/home/aurora/.local/state/vllm-cluster/spark-2/cache",
+            containerPath: "/var/cache/vllm-cluster",
+        });
+        expect(envOf(worker).TORCHINDUCTOR_CACHE_DIR).toBe("/var/cache/vllm-cluster/torchinductor");
         expect(labelsOf(head)["vllm-cluster.dashboard-host"]).toBe("127.0.0.1");
         expect(labelsOf(head)["vllm-cluster.ports"]).toBe('{"gcs":6379,"dashboard":8265,"client":10001}');
     });
