@@ -59,9 +59,8 @@ export interface ContainerSpec {
 
 /**
  * Host network and IPC (NCCL and Ray's object store need both), the node's /tmp and compile cache directories, GPUs
- * only with the nvidia runtime, bounded
- * restarts so a crash loop cannot leak GPU memory forever, and mustRun so `pulumi refresh` sees a dead
- * container as drift.
+ * only with the nvidia runtime, bounded restarts so a crash loop cannot leak GPU memory forever, and mustRun so
+ * `pulumi refresh` sees a dead container as drift.
  */
 export function containerArgs(p: ContainerInput, c: ContainerSpec): docker.ContainerArgs {
     const auth = p.rayTokenHash;

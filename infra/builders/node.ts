@@ -21,7 +21,7 @@ export const SHARED_TMP_CONTAINER_DIR = "/tmp";
  * node at this path, so they outlive container replacement and `pulumi destroy`. What vLLM compiles on first use
  * (torch.compile/Inductor kernels, Triton kernels, CUDA's JIT of PTX for a GPU newer than the wheel's kernels) is
  * otherwise written inside the container and compiled again by every new container: on the simulated hosts the
- * first completion after a Ray worker was replaced took 26 s instead of 4 s (the Inductor build of vLLM's
+ * first completion after a Ray worker was replaced took 26-36 s instead of 7-9 s (the Inductor build of vLLM's
  * vocabulary-embedding mask on the rank whose container was new); on a GPU host a full torch.compile of the model
  * takes minutes.
  */

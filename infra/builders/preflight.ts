@@ -12,8 +12,8 @@ import { SshTarget, remoteScriptCommand } from "./ssh";
  * Remote script that checks what the seeds found broken by hand: the docker engine answers, the fabric IP is
  * configured on the named interface, no other process holds a host port this node's containers will listen on
  * (`ports`), and (with the nvidia runtime) the GPU count matches. It also creates the node's state dir
- * (<stateDir>/<node>/tmp, the /tmp shared by the Ray head and serve containers, and <stateDir>/<node>/cache, the
- * node's compile caches) as the login user. Prints one JSON line of facts: {"node","arch","dockerVersion","gpusSeen"}.
+ * (<stateDir>/<node>/tmp, the /tmp of every container of the node, and <stateDir>/<node>/cache, its compile
+ * caches) as the login user. Prints one JSON line of facts: {"node","arch","dockerVersion","gpusSeen"}.
  */
 export function preflightScript(n: NodeConfig, stateDir: string, ports: readonly number[]): string {
     const dirs = [sharedTmpHostDir(stateDir, n.name), compileCacheHostDir(stateDir, n.name)].map(shellQuote).join(" ");
