@@ -12,6 +12,7 @@
  * (the loaded image ID, or every file's checksum, equals the source's).
  */
 import * as fs from "fs";
+import * as os from "os";
 import * as path from "path";
 import { imageEnsureScript, imageInspectScript } from "../infra/builders/image";
 import { shellQuote } from "../infra/builders/quote";
@@ -90,7 +91,19 @@ async function idOn(h: TestbedHost): Promise<string> {
     return (await sh(imageInspectScript(target(h), REF), `inspect on ${h.name}`)).trim();
 }
 
+/**
+ * Closes the shared ssh connections this process's scripts opened (infra/builders/ssh.ts names their sockets after
+ * the process that runs the scripts: here, this one). A `pulumi` operation starts with none, so each measured copy
+ * does too, and pays for its connections as an up would.
+ */
+async function closeSharedConnections(): Promise<void> {
+    const dir = path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), ".cache"), "vllm-cluster", "ssh");
+    const mine = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.startsWith(`${process.pid}-`)) : [];
+    await Promise.all(mine.map((f) => runArgv(["ssh", "-o", `ControlPath=${path.join(dir, f)}`, "-O", "exit", "closing"])));
+}
+
 async function timed(f: () => Promise<unknown>): Promise<number> {
+    await closeSharedConnections();
     const t0 = Date.now();
     await f();
     return (Date.now() - t0) / 1000;

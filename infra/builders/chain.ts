@@ -104,7 +104,8 @@ function nextArgs(hops: ChainHop[]): string[] {
 export function hopSsh(t: SshTarget, hop: string, part: ["save" | "load", string], hops: ChainHop[]): string {
     const remote = ["bash", "-c", 'eval "$(printf %s "$1" | base64 -d)"', "hop", Buffer.from(hop).toString("base64"), ...part];
     const [ssh, ...rest] = sshArgv(t, [...remote, ...nextArgs(hops)]);
-    return shellJoin([ssh, "-A", ...rest]);
+    // a bulk stream: a connection of its own, never a session of a shared one (see sshCommand)
+    return shellJoin([ssh, "-A", "-o", "ControlPath=none", ...rest]);
 }
 
 /**

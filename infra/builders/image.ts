@@ -21,8 +21,9 @@ export function imageOrigin(
 
 export type ImageOrigin = { kind: "host"; node: string; target: SshTarget } | { kind: "local" } | { kind: "registry" };
 
-function dockerOn(t: SshTarget | "local", args: readonly string[]): string {
-    return t === "local" ? shellJoin(["docker", ...args]) : sshCommand(t, ["docker", ...args]);
+/** `docker ARGS` on the target; `bulk` for `docker save` and `load`, whose stream gets a connection of its own. */
+function dockerOn(t: SshTarget | "local", args: readonly string[], bulk = false): string {
+    return t === "local" ? shellJoin(["docker", ...args]) : sshCommand(t, ["docker", ...args], !bulk);
 }
 
 function inspectIdArgs(ref: string): string[] {
@@ -68,7 +69,7 @@ export function imageEnsureScript(origin: ImageOrigin, dst: SshTarget, dstNode: 
             `want=$(${dockerOn(src, inspectIdArgs(ref))} 2>/dev/null) || fail ${q(`source image not present on ${srcName}`)}`,
             `if [ "$have" != "$want" ]; then`,
             `  echo ${q(`streaming ${ref} from ${srcName} to node ${dstNode}`)} >&2`,
-            `  ${dockerOn(src, ["save", ref])} | ${dockerOn(dst, ["load"])} >&2 || fail ${q(`docker save | docker load from ${srcName} failed`)}`,
+            `  ${dockerOn(src, ["save", ref], true)} | ${dockerOn(dst, ["load"], true)} >&2 || fail ${q(`docker save | docker load from ${srcName} failed`)}`,
             `  have=$(${dockerOn(dst, inspectIdArgs(ref))}) || fail "not present after docker load"`,
             `  [ "$have" = "$want" ] || fail "loaded ID $have differs from source ID $want"`,
             `fi`,

@@ -57,9 +57,55 @@ export function sshArgv(t: SshTarget, remoteArgv: readonly string[]): string[] {
     return ["ssh", ...sshOptions(t), "--", `${t.user}@${t.host}`, shellJoin(remoteArgv)];
 }
 
-/** A local shell command line running `remoteArgv` on the target. */
-export function sshCommand(t: SshTarget, remoteArgv: readonly string[]): string {
-    return shellJoin(sshArgv(t, remoteArgv));
+/** How many seconds an idle shared connection stays open for the next session of the same operation. */
+export const SHARED_SSH_PERSIST_S = 30;
+
+/**
+ * Where the shared connections' sockets live (a shell word, expanded where the command runs): a directory of the
+ * operator's own, mode 700, never a world-writable one (whoever owns the socket would see every session sent to it).
+ */
+export const SHARED_SSH_DIR = '"${XDG_CACHE_HOME:-$HOME/.cache}/vllm-cluster/ssh"';
+
+/**
+ * Shell words that make an ssh a session of a shared connection. The first session to a host opens the connection
+ * (host key verified against the known_hosts file, as every connection) and keeps it as a master; the others of the
+ * same engine operation run inside it, with no new handshake or login. Its socket is named after `$PPID`, the
+ * process that runs the command: the command provider or the dynamic provider host, which the engine starts for
+ * one `pulumi` operation and stops after it. So a later operation never joins an earlier one's connection: it
+ * connects anew, checks the host key as the file says then, and fails when the host's sshd is gone. A master left
+ * by an operation closes once idle for SHARED_SSH_PERSIST_S. When the socket cannot be made, ssh connects without.
+ */
+function sharedConnectionWords(): string[] {
+    return [
+        "-o",
+        "ControlMaster=auto",
+        "-o",
+        `"ControlPath=$vcl_ssh_dir/$PPID-%C"`,
+        "-o",
+        `ControlPersist=${SHARED_SSH_PERSIST_S}`,
+    ];
+}
+
+/**
+ * A local shell command line running `remoteArgv` on the target. `shared` (the default) runs it as a session of
+ * the operation's shared connection to the host; bulk streams (image and model copies) pass false and open their
+ * own, so one master process does not cipher them all on one core. It is one compound command (a brace group), so
+ * it can stand anywhere a simple command can: in a pipeline, in `$(...)`, after `&&`.
+ */
+export function sshCommand(t: SshTarget, remoteArgv: readonly string[], shared = true): string {
+    if (!shared) {
+        const [ssh, ...rest] = sshArgv(t, remoteArgv);
+        return shellJoin([ssh, "-o", "ControlPath=none", ...rest]);
+    }
+    const words = [
+        "ssh",
+        ...sshOptions(t).map(shellQuote),
+        ...sharedConnectionWords(),
+        "--",
+        shellQuote(`${t.user}@${t.host}`),
+        shellQuote(shellJoin(remoteArgv)),
+    ];
+    return `{ vcl_ssh_dir=${SHARED_SSH_DIR}; mkdir -p -m 700 "$vcl_ssh_dir" 2>/dev/null; ${words.join(" ")}; }`;
 }
 
 /**

@@ -150,3 +150,34 @@ export function sshdAccepted(testbedDir: string, hosts: string[]): Record<string
     }
     return out;
 }
+
+/** Connections and sessions one simulated host's sshd logged after a point: where it stood before an operation. */
+export interface SshdTraffic {
+    connections: number;
+    sessions: number;
+    /** The most sessions any one of those connections carried (1 when none was shared). */
+    maxSessionsPerConnection: number;
+}
+
+/** The size of each host's sshd log now, to pass to sshdTrafficSince after an operation. */
+export function sshdLogMarks(testbedDir: string, hosts: string[]): Record<string, number> {
+    return Object.fromEntries(hosts.map((h) => [h, fs.statSync(`${testbedDir}/hosts/${h}/sshd.log`).size]));
+}
+
+/** What each host's sshd logged since `marks` (sshdLogMarks): connections accepted and the sessions they carried. */
+export function sshdTrafficSince(testbedDir: string, marks: Record<string, number>): Record<string, SshdTraffic> {
+    const out: Record<string, SshdTraffic> = {};
+    for (const [h, from] of Object.entries(marks)) {
+        const log = fs.readFileSync(`${testbedDir}/hosts/${h}/sshd.log`).subarray(from).toString("utf8");
+        const perPort = new Map<string, number>();
+        for (const m of log.matchAll(/^Starting session: .* port (\d+) id \d+$/gm)) {
+            perPort.set(m[1], (perPort.get(m[1]) ?? 0) + 1);
+        }
+        out[h] = {
+            connections: (log.match(/^Accepted publickey/gm) ?? []).length,
+            sessions: [...perPort.values()].reduce((a, b) => a + b, 0),
+            maxSessionsPerConnection: Math.max(1, ...perPort.values()),
+        };
+    }
+    return out;
+}

@@ -21,7 +21,7 @@ import {
 } from "../../infra/builders/ray";
 import { serveReadinessScript } from "../../infra/builders/readiness";
 import { shmSizeMb } from "../../infra/builders/containers";
-import { SshTarget, dockerHostUrl, remoteScriptCommand, sshArgv, sshOptions } from "../../infra/builders/ssh";
+import { SHARED_SSH_PERSIST_S, SshTarget, dockerHostUrl, remoteScriptCommand, sshArgv, sshCommand, sshOptions } from "../../infra/builders/ssh";
 import { GUARD_PY, NO_API_KEY_EXIT, SERVE_ENTRYPOINT, joinFingerprint, nativeServeCommand, serveCommand } from "../../infra/builders/vllm";
 
 /** Where every container of a node keeps its compile caches (the node's cache directory is mounted there). */
@@ -123,6 +123,71 @@ describe("ssh", () => {
         ]);
         expect(dockerHostUrl(target)).toBe("ssh://aurora@10.1.230.180:22");
         expect(sshArgv(target, ["docker", "ps"]).slice(-3)).toEqual(["--", "aurora@10.1.230.180", "docker ps"]);
+    });
+
+    describe("shared connections", () => {
+        /** Runs `script` with sh (nested in a second sh when `nested`), a stand-in ssh on PATH that records its argv. */
+        function runWithFakeSsh(script: string, nested = false): { calls: string[][]; cache: string } {
+            const dir = fs.mkdtempSync(path.join(os.tmpdir(), "vcl-ssh-shared-"));
+            const bin = path.join(dir, "bin");
+            fs.mkdirSync(bin);
+            fs.writeFileSync(
+                path.join(bin, "ssh"),
+                `#!/bin/sh\nfor a in "$@"; do printf '%s\\0' "$a"; done >>"$SSH_LOG"\nprintf '\\n' >>"$SSH_LOG"\necho out\n`,
+                { mode: 0o755 },
+            );
+            const log = path.join(dir, "ssh.log");
+            const cache = path.join(dir, "cache");
+            const argv = nested ? ["-c", `sh -c ${shellQuote(script)}`] : ["-c", script];
+            const r = spawnSync("sh", argv, {
+                encoding: "utf8",
+                env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, SSH_LOG: log, XDG_CACHE_HOME: cache },
+            });
+            expect(r.stderr).toBe("");
+            expect(r.status).toBe(0);
+            const calls = fs
+                .readFileSync(log, "utf8")
+                .split("\n")
+                .filter(Boolean)
+                .map((l) => l.split("\0").slice(0, -1));
+            return { calls, cache };
+        }
+        const option = (argv: string[], name: string) =>
+            argv.flatMap((a, i) => (argv[i - 1] === "-o" && a.startsWith(`${name}=`) ? [a.slice(name.length + 1)] : []));
+
+        test("control sessions of one provider process share one master, in a private directory; bulk streams do not", () => {
+            const shared = sshCommand(target, ["docker", "image", "inspect", "x y"]);
+            const bulk = sshCommand(target, ["docker", "load"], false);
+            // wherever a simple command may stand: alone, in $(...), in a pipeline, after &&
+            const script = [shared, `v=$(${shared})`, `${shared} | cat >/dev/null`, `true && ${shared}`, bulk].join("\n");
+            syntaxOk("sh", script);
+            syntaxOk("bash", script);
+            const { calls, cache } = runWithFakeSsh(script);
+            expect(calls).toHaveLength(5);
+            const paths = calls.slice(0, 4).map((c) => option(c, "ControlPath"));
+            // $PPID of the shell is the process that runs the command (here: this test), one socket for all four
+            expect(new Set(paths.map((p) => p.join()))).toEqual(new Set([`${cache}/vllm-cluster/ssh/${process.pid}-%C`]));
+            for (const c of calls.slice(0, 4)) {
+                expect(option(c, "ControlMaster")).toEqual(["auto"]);
+                expect(option(c, "ControlPersist")).toEqual([String(SHARED_SSH_PERSIST_S)]);
+                // host keys are checked exactly as without sharing, and the remote command arrives intact
+                expect(option(c, "StrictHostKeyChecking")).toEqual(["yes"]);
+                expect(c.slice(-3)).toEqual(["--", "aurora@10.1.230.180", "docker image inspect 'x y'"]);
+            }
+            expect(fs.statSync(`${cache}/vllm-cluster/ssh`).mode & 0o777).toBe(0o700);
+            expect(option(calls[4], "ControlPath")).toEqual(["none"]);
+            expect(option(calls[4], "ControlMaster")).toEqual([]);
+        });
+
+        test("another process (a later pulumi operation) never joins an earlier one's master", () => {
+            const once = runWithFakeSsh(sshCommand(target, ["true"]));
+            const later = runWithFakeSsh(sshCommand(target, ["true"]), true);
+            const [a] = option(once.calls[0], "ControlPath");
+            const [b] = option(later.calls[0], "ControlPath");
+            expect(path.basename(a)).toBe(`${process.pid}-%C`);
+            expect(path.basename(b)).toMatch(/^\d+-%C$/);
+            expect(path.basename(b)).not.toBe(path.basename(a));
+        });
     });
 
     test("ssh failure names the step and host", () => {
