@@ -9,7 +9,7 @@
 import * as fs from "fs";
 import * as path from "path";
 import { Project, destroy, editConfig, expectOk, openProject, up, writeEvents } from "../tests/integration/engine";
-import { Hosts, runArgv, sshdAccepted, stackConfig } from "../tests/integration/hosts";
+import { Hosts, runArgv, sshdAccepted, sshdLogMarks, sshdTrafficSince, stackConfig } from "../tests/integration/hosts";
 import { chat } from "../tests/integration/support";
 
 const STACK = "local";
@@ -56,12 +56,18 @@ function sshCount(): number {
     return Object.values(sshdAccepted(TESTBED, names())).reduce((a, b) => a + b, 0);
 }
 
-/** Runs `f`, returns its seconds and the ssh connections the hosts accepted meanwhile. */
-async function measured<T>(f: () => Promise<T>): Promise<{ value: T; seconds: number; ssh: number }> {
+/**
+ * Runs `f`, returns its seconds, the ssh connections the hosts accepted meanwhile and the sessions those carried
+ * (more sessions than connections: some ran inside a shared connection).
+ */
+async function measured<T>(f: () => Promise<T>): Promise<{ value: T; seconds: number; ssh: number; sessions: number }> {
     const ssh0 = sshCount();
+    const marks = sshdLogMarks(TESTBED, names());
     const t0 = Date.now();
     const value = await f();
-    return { value, seconds: (Date.now() - t0) / 1000, ssh: sshCount() - ssh0 };
+    const seconds = (Date.now() - t0) / 1000;
+    const sessions = Object.values(sshdTrafficSince(TESTBED, marks)).reduce((a, t) => a + t.sessions, 0);
+    return { value, seconds, ssh: sshCount() - ssh0, sessions };
 }
 
 function manualEnv(): Record<string, string> {
@@ -120,6 +126,7 @@ async function benchManual(): Promise<void> {
     const m = await measured(() => manual("up"));
     record("manual: bring-up", m.seconds, "s", "bench/manual.sh up: image copy, Ray head, worker, ray status, serve, a completion");
     record("manual: ssh connections", m.ssh, "count", "sshd 'Accepted publickey' lines during bench/manual.sh up");
+    record("manual: ssh sessions", m.sessions, "count", "sshd 'Starting session' lines during bench/manual.sh up");
     const c = await chat(`http://${hosts.cfg.head.sshHost}:${hosts.cfg.serve.port}/v1`, hosts.cfg.model.servedName, MANUAL_KEY);
     expect(c.status).toBe(200);
     await manual("down");
@@ -132,6 +139,7 @@ async function benchPulumi(first: boolean): Promise<void> {
     expectOk(cold.value);
     record("pulumi: cold up", cold.seconds, "s", "pulumi up from an empty stack, image copied, until readiness answers");
     record("pulumi: ssh connections, cold up", cold.ssh, "count", "sshd 'Accepted publickey' lines during the cold up");
+    record("pulumi: ssh sessions, cold up", cold.sessions, "count", "sshd 'Starting session' lines during the cold up");
     if (first) {
         writeEvents(cold.value, path.join(OUT, "timeline-events.jsonl"));
     }

@@ -66,6 +66,9 @@ export const SHARED_SSH_PERSIST_S = 30;
  */
 export const SHARED_SSH_DIR = '"${XDG_CACHE_HOME:-$HOME/.cache}/vllm-cluster/ssh"';
 
+/** The longest socket directory that leaves room for `/<pid>-<%C>` under the 104 bytes every Unix allows. */
+export const SHARED_SSH_DIR_MAX_CHARS = 104 - "/1234567-".length - 40 - 1;
+
 /**
  * Shell words that make an ssh a session of a shared connection. The first session to a host opens the connection
  * (host key verified against the known_hosts file, as every connection) and keeps it as a master; the others of the
@@ -73,14 +76,14 @@ export const SHARED_SSH_DIR = '"${XDG_CACHE_HOME:-$HOME/.cache}/vllm-cluster/ssh
  * process that runs the command: the command provider or the dynamic provider host, which the engine starts for
  * one `pulumi` operation and stops after it. So a later operation never joins an earlier one's connection: it
  * connects anew, checks the host key as the file says then, and fails when the host's sshd is gone. A master left
- * by an operation closes once idle for SHARED_SSH_PERSIST_S. When the socket cannot be made, ssh connects without.
+ * by an operation closes once idle for SHARED_SSH_PERSIST_S.
  */
 function sharedConnectionWords(): string[] {
     return [
         "-o",
         "ControlMaster=auto",
         "-o",
-        `"ControlPath=$vcl_ssh_dir/$PPID-%C"`,
+        `"ControlPath=$vcl_ssh_sock"`,
         "-o",
         `ControlPersist=${SHARED_SSH_PERSIST_S}`,
     ];
@@ -105,7 +108,13 @@ export function sshCommand(t: SshTarget, remoteArgv: readonly string[], shared =
         shellQuote(`${t.user}@${t.host}`),
         shellQuote(shellJoin(remoteArgv)),
     ];
-    return `{ vcl_ssh_dir=${SHARED_SSH_DIR}; mkdir -p -m 700 "$vcl_ssh_dir" 2>/dev/null; ${words.join(" ")}; }`;
+    // ssh refuses a socket path of 108 bytes or more (the directory, a pid of up to 7 digits and %C's 40 hex
+    // digits); where the directory is too long or cannot be made, the session connects on its own
+    return [
+        `{ vcl_ssh_dir=${SHARED_SSH_DIR}; vcl_ssh_sock=none;`,
+        `if [ \${#vcl_ssh_dir} -le ${SHARED_SSH_DIR_MAX_CHARS} ] && mkdir -p -m 700 "$vcl_ssh_dir" 2>/dev/null; then vcl_ssh_sock="$vcl_ssh_dir/$PPID-%C"; fi;`,
+        `${words.join(" ")}; }`,
+    ].join(" ");
 }
 
 /**

@@ -127,8 +127,8 @@ describe("ssh", () => {
 
     describe("shared connections", () => {
         /** Runs `script` with sh (nested in a second sh when `nested`), a stand-in ssh on PATH that records its argv. */
-        function runWithFakeSsh(script: string, nested = false): { calls: string[][]; cache: string } {
-            const dir = fs.mkdtempSync(path.join(os.tmpdir(), "vcl-ssh-shared-"));
+        function runWithFakeSsh(script: string, nested = false, cacheHome?: string): { calls: string[][]; cache: string } {
+            const dir = fs.mkdtempSync(path.join(os.tmpdir(), "vcl-ssh-"));
             const bin = path.join(dir, "bin");
             fs.mkdirSync(bin);
             fs.writeFileSync(
@@ -137,7 +137,7 @@ describe("ssh", () => {
                 { mode: 0o755 },
             );
             const log = path.join(dir, "ssh.log");
-            const cache = path.join(dir, "cache");
+            const cache = cacheHome ?? path.join(dir, "c");
             const argv = nested ? ["-c", `sh -c ${shellQuote(script)}`] : ["-c", script];
             const r = spawnSync("sh", argv, {
                 encoding: "utf8",
@@ -177,6 +177,13 @@ describe("ssh", () => {
             expect(fs.statSync(`${cache}/vllm-cluster/ssh`).mode & 0o777).toBe(0o700);
             expect(option(calls[4], "ControlPath")).toEqual(["none"]);
             expect(option(calls[4], "ControlMaster")).toEqual([]);
+        });
+
+        test("a cache directory too long for a socket path: each session connects on its own", () => {
+            const long = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "vcl-ssh-")), "d".repeat(60));
+            const { calls } = runWithFakeSsh(sshCommand(target, ["true"]), false, long);
+            expect(option(calls[0], "ControlPath")).toEqual(["none"]);
+            expect(fs.existsSync(long)).toBe(false);
         });
 
         test("another process (a later pulumi operation) never joins an earlier one's master", () => {
