@@ -79,14 +79,7 @@ export const SHARED_SSH_DIR_MAX_CHARS = 104 - "/1234567-".length - 40 - 1;
  * by an operation closes once idle for SHARED_SSH_PERSIST_S.
  */
 function sharedConnectionWords(): string[] {
-    return [
-        "-o",
-        "ControlMaster=auto",
-        "-o",
-        `"ControlPath=$vcl_ssh_sock"`,
-        "-o",
-        `ControlPersist=${SHARED_SSH_PERSIST_S}`,
-    ];
+    return ["-o", "ControlMaster=auto", "-o", `"ControlPath=$vcl_ssh_sock"`, "-o", `ControlPersist=${SHARED_SSH_PERSIST_S}`];
 }
 
 /**

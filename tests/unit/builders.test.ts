@@ -21,7 +21,15 @@ import {
 } from "../../infra/builders/ray";
 import { serveReadinessScript } from "../../infra/builders/readiness";
 import { shmSizeMb } from "../../infra/builders/containers";
-import { SHARED_SSH_PERSIST_S, SshTarget, dockerHostUrl, remoteScriptCommand, sshArgv, sshCommand, sshOptions } from "../../infra/builders/ssh";
+import {
+    SHARED_SSH_PERSIST_S,
+    SshTarget,
+    dockerHostUrl,
+    remoteScriptCommand,
+    sshArgv,
+    sshCommand,
+    sshOptions,
+} from "../../infra/builders/ssh";
 import { GUARD_PY, NO_API_KEY_EXIT, SERVE_ENTRYPOINT, joinFingerprint, nativeServeCommand, serveCommand } from "../../infra/builders/vllm";
 
 /** Where every container of a node keeps its compile caches (the node's cache directory is mounted there). */
