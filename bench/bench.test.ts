@@ -9,7 +9,7 @@
 import * as fs from "fs";
 import * as path from "path";
 import { Project, destroy, editConfig, expectOk, openProject, up, writeEvents } from "../tests/integration/engine";
-import { Hosts, runArgv, sshdAccepted, sshdLogMarks, sshdTrafficSince, stackConfig } from "../tests/integration/hosts";
+import { Hosts, runArgv, sshdLogMarks, sshdTrafficSince, stackConfig } from "../tests/integration/hosts";
 import { chat } from "../tests/integration/support";
 
 const STACK = "local";
@@ -52,22 +52,18 @@ let p: Project;
 let hosts: Hosts;
 const names = () => hosts.cfg.nodes.map((n) => n.name);
 
-function sshCount(): number {
-    return Object.values(sshdAccepted(TESTBED, names())).reduce((a, b) => a + b, 0);
-}
-
 /**
  * Runs `f`, returns its seconds, the ssh connections the hosts accepted meanwhile and the sessions those carried
  * (more sessions than connections: some ran inside a shared connection).
  */
 async function measured<T>(f: () => Promise<T>): Promise<{ value: T; seconds: number; ssh: number; sessions: number }> {
-    const ssh0 = sshCount();
     const marks = sshdLogMarks(TESTBED, names());
     const t0 = Date.now();
     const value = await f();
     const seconds = (Date.now() - t0) / 1000;
-    const sessions = Object.values(sshdTrafficSince(TESTBED, marks)).reduce((a, t) => a + t.sessions, 0);
-    return { value, seconds, ssh: sshCount() - ssh0, sessions };
+    const traffic = Object.values(sshdTrafficSince(TESTBED, marks));
+    const sum = (k: "connections" | "sessions") => traffic.reduce((a, t) => a + t[k], 0);
+    return { value, seconds, ssh: sum("connections"), sessions: sum("sessions") };
 }
 
 function manualEnv(): Record<string, string> {

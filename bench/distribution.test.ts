@@ -12,7 +12,6 @@
  * (the loaded image ID, or every file's checksum, equals the source's).
  */
 import * as fs from "fs";
-import * as os from "os";
 import * as path from "path";
 import { imageEnsureScript, imageInspectScript } from "../infra/builders/image";
 import { shellQuote } from "../infra/builders/quote";
@@ -20,7 +19,7 @@ import type { SshTarget } from "../infra/builders/ssh";
 import { imageChainProvider } from "../infra/providers/imageChain";
 import { imagePresenceProvider } from "../infra/providers/imagePresence";
 import { modelChainProvider } from "../infra/providers/modelChain";
-import { runArgv } from "../tests/integration/hosts";
+import { runArgv, sharedSshSocketDir } from "../tests/integration/hosts";
 
 const TESTBED = process.env.VCL_TESTBED_DIR ?? "/var/lib/vllm-cluster-testbed";
 const OUT = process.env.VCL_BENCH_OUT ?? __dirname;
@@ -97,7 +96,7 @@ async function idOn(h: TestbedHost): Promise<string> {
  * does too, and pays for its connections as an up would.
  */
 async function closeSharedConnections(): Promise<void> {
-    const dir = path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), ".cache"), "vllm-cluster", "ssh");
+    const dir = sharedSshSocketDir();
     const mine = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.startsWith(`${process.pid}-`)) : [];
     await Promise.all(mine.map((f) => runArgv(["ssh", "-o", `ControlPath=${path.join(dir, f)}`, "-O", "exit", "closing"])));
 }

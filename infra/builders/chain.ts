@@ -8,7 +8,7 @@
  * key, and verify each other's host keys against the operator's own known_hosts lines, shipped with the command.
  */
 import { shellJoin, shellQuote } from "./quote";
-import { SshTarget, sshArgv } from "./ssh";
+import { OWN_CONNECTION, SshTarget, sshArgv } from "./ssh";
 
 /** One host in the chain and the known_hosts lines (from the operator's file) that authenticate it. */
 export interface ChainHop {
@@ -104,8 +104,7 @@ function nextArgs(hops: ChainHop[]): string[] {
 export function hopSsh(t: SshTarget, hop: string, part: ["save" | "load", string], hops: ChainHop[]): string {
     const remote = ["bash", "-c", 'eval "$(printf %s "$1" | base64 -d)"', "hop", Buffer.from(hop).toString("base64"), ...part];
     const [ssh, ...rest] = sshArgv(t, [...remote, ...nextArgs(hops)]);
-    // a bulk stream: a connection of its own, never a session of a shared one (see sshCommand)
-    return shellJoin([ssh, "-A", "-o", "ControlPath=none", ...rest]);
+    return shellJoin([ssh, "-A", ...OWN_CONNECTION, ...rest]);
 }
 
 /**

@@ -57,6 +57,9 @@ export function sshArgv(t: SshTarget, remoteArgv: readonly string[]): string[] {
     return ["ssh", ...sshOptions(t), "--", `${t.user}@${t.host}`, shellJoin(remoteArgv)];
 }
 
+/** ssh options for a connection of its own, never a session of a shared one: for bulk streams (see sshCommand). */
+export const OWN_CONNECTION = ["-o", "ControlPath=none"];
+
 /** How many seconds an idle shared connection stays open for the next session of the same operation. */
 export const SHARED_SSH_PERSIST_S = 30;
 
@@ -91,7 +94,7 @@ function sharedConnectionWords(): string[] {
 export function sshCommand(t: SshTarget, remoteArgv: readonly string[], shared = true): string {
     if (!shared) {
         const [ssh, ...rest] = sshArgv(t, remoteArgv);
-        return shellJoin([ssh, "-o", "ControlPath=none", ...rest]);
+        return shellJoin([ssh, ...OWN_CONNECTION, ...rest]);
     }
     const words = [
         "ssh",

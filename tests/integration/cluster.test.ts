@@ -4,7 +4,6 @@
  * tests/integration/run.sh (root, testbed up, toolchain on PATH), never by the unit run.
  */
 import * as fs from "fs";
-import * as os from "os";
 import { RAY_TOKEN_ENV } from "../../infra/builders/containers";
 import { RAY_TOKEN_CONTAINER_PATH, apiKeyHostPath, compileCacheHostDir, rayTokenHostPath } from "../../infra/builders/node";
 import { shellQuote } from "../../infra/builders/quote";
@@ -24,15 +23,13 @@ import {
     stateResources,
     up,
 } from "./engine";
-import { Hosts, runArgv, sshdAccepted, sshdLogMarks, sshdTrafficSince, stackConfig, waitFor } from "./hosts";
+import { Hosts, runArgv, sharedSshSocketDir, sshdAccepted, sshdLogMarks, sshdTrafficSince, stackConfig, waitFor } from "./hosts";
 import { Answer, greedyAnswer, tp1Reference } from "./reference";
 import { chat, completionTokens, mergeTimings, request } from "./support";
 
 const STACK = "local";
 const TESTBED = process.env.VCL_TESTBED_DIR ?? "/var/lib/vllm-cluster-testbed";
 const TIMINGS_FILE = process.env.VCL_INTEGRATION_TIMINGS;
-/** Where the program's shared ssh connections listen (infra/builders/ssh.ts), for this user. */
-const SHARED_SSH_SOCKETS = `${process.env.XDG_CACHE_HOME ?? `${os.homedir()}/.cache`}/vllm-cluster/ssh`;
 const timings: Record<string, number> = {};
 
 let p: Project;
@@ -215,7 +212,8 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
         timings["refresh-ssh-sessions"] = first[head].sessions + first[worker].sessions;
         // that refresh's masters are still open (they close when idle for 30 s), and are not joined by the next one:
         // it opens connections of its own, whose host keys are checked against known_hosts as it is now
-        const open = fs.readdirSync(SHARED_SSH_SOCKETS).filter((f) => fs.statSync(`${SHARED_SSH_SOCKETS}/${f}`).isSocket());
+        const sockets = sharedSshSocketDir();
+        const open = fs.readdirSync(sockets).filter((f) => fs.statSync(`${sockets}/${f}`).isSocket());
         expect(open.length).toBeGreaterThan(0);
         const again = sshdLogMarks(TESTBED, [head, worker]);
         expectOk(await refresh(p));

@@ -5,6 +5,8 @@
  */
 import { spawn } from "child_process";
 import * as fs from "fs";
+import * as os from "os";
+import * as path from "path";
 import { shellQuote } from "../../infra/builders/quote";
 import { SshTarget, sshArgv, sshTargetOf } from "../../infra/builders/ssh";
 import { LABEL } from "../../infra/contract";
@@ -149,6 +151,11 @@ export function sshdAccepted(testbedDir: string, hosts: string[]): Record<string
         out[h] = fs.existsSync(f) ? (fs.readFileSync(f, "utf8").match(/Accepted publickey/g) ?? []).length : 0;
     }
     return out;
+}
+
+/** Where the program's shared ssh connections listen for this user: SHARED_SSH_DIR (infra/builders/ssh.ts) as Node sees it. */
+export function sharedSshSocketDir(): string {
+    return path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), ".cache"), "vllm-cluster", "ssh");
 }
 
 /** Connections and sessions one simulated host's sshd logged after a point: where it stood before an operation. */
