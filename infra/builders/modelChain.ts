@@ -8,6 +8,12 @@
  * them lacks or holds with other content, so a copy cut short is resumed file by file. Files a host holds that the
  * source does not are left in place: nothing is ever deleted. They still make that host's manifest differ, and the
  * verification names them, since vLLM may load stray weight files it finds in the directory.
+ *
+ * Each member hashes the files it unpacks as they land, from its disk, each once tar has closed it, while the next
+ * ones arrive (landedHashing); the manifest read after the copy takes those hashes for files whose identity and
+ * times (device, inode, size, modification and change time) are still what they were when hashed, and hashes the
+ * rest. So the verification after the copy still lists the whole directory from disk, and waits only for the hash
+ * of the last file to land instead of hashing the model again.
  */
 import { createHash } from "crypto";
 import { ChainHop, chainAgentScript, hopScript, hopSsh } from "./chain";
@@ -24,11 +30,73 @@ export const FILE_LIST_MAX_CHARS = 64 * 1024;
 const PATHS_SHOWN = 5;
 
 /**
+ * A file's identity and times as `find -L` prints them (device, inode, size, modification and change time in
+ * nanoseconds, then its path from the model directory, `./` first): equal strings mean the file was not written,
+ * replaced or touched in between.
+ */
+export const FILE_STAMP = "%D:%i:%s:%T@:%C@ %p";
+
+/**
+ * Shell lines that set `landed` to the directory where a member keeps the hashes of files it unpacked into the model
+ * directory `dir` (shell syntax): in the user's cache, named after the model directory's device and inode, so it
+ * belongs to that directory on that host. `fail` is what runs when the directory cannot be looked at.
+ */
+function landedDirLines(dir: string, fail: string): string[] {
+    return [`landed_id=$(stat -L -c %d-%i ${dir}) || ${fail}`, 'landed="${XDG_CACHE_HOME:-$HOME/.cache}/vllm-cluster/landed/$landed_id"'];
+}
+
+/**
+ * What a member runs while tar unpacks (tar -v prints each file's name as it starts on it, so a name's successor, or
+ * the end of the list, means tar has closed that file): for each finished file, its stamp, its sha256sum line, and
+ * its stamp again; when both stamps agree, a record `stamp NUL line NUL` in a file of its own under `$landed`. Names
+ * tar prints escaped (with a backslash) are left to the manifest. Never fails the load: a file without a record is
+ * hashed by the manifest after the copy.
+ */
+function landedHashing(): string {
+    const one = [
+        "f=$2",
+        "case $f in *\\\\*) exit 0 ;; esac",
+        `s=$(find -L "./$f" -maxdepth 0 -type f -printf '${FILE_STAMP}') && [ -n "$s" ] || exit 0`,
+        'h=$(sha256sum -- "$f") || exit 0',
+        `[ "$(find -L "./$f" -maxdepth 0 -type f -printf '${FILE_STAMP}')" = "$s" ] || exit 0`,
+        'r=$(mktemp "$1/r.XXXXXX") && printf \'%s\\0%s\\0\' "$s" "$h" >"$r"',
+    ].join("; ");
+    return [
+        "{ prev=; while IFS= read -r n; do",
+        '  if [ -n "$prev" ]; then printf \'%s\\0\' "$prev"; fi; prev=$n;',
+        'done; if [ -n "$prev" ]; then printf \'%s\\0\' "$prev"; fi; }',
+        `| xargs -0r -n 1 -P "$(nproc)" bash -c ${shellQuote(one)} landed "$landed"`,
+        "|| true",
+    ].join(" ");
+}
+
+/**
  * The script that prints a host's manifest of `hostPath`: a first line `present <total bytes>`, then the manifest,
  * or the single line `absent` when there is no such directory. A link whose target is missing (with `find -L`,
  * `-type l` matches only those) fails it, naming every such link: the file behind it cannot be checked or sent.
+ * With `landed` (the manifest after a copy), files hashed as they landed and not touched since (same stamp) take
+ * that hash, and the records are removed; every other manifest hashes every file.
  */
-export function modelManifestScript(hostPath: string): string {
+export function modelManifestScript(hostPath: string, landed = false): string {
+    // every core hashes (a 100 GB model is minutes on one), one file per sha256sum so each line is one atomic write
+    // into the shared pipe; parseManifest puts the lines in path order
+    const hashAll = "find -L . -type f -printf '%P\\0' | xargs -0r -n 1 -P \"$(nproc)\" sha256sum --";
+    const hashUnrecorded = [
+        ...landedDirLines(".", "exit 1"),
+        "declare -A sums=()",
+        'for r in "$landed"/r.*; do',
+        '  [ -f "$r" ] || continue',
+        "  { IFS= read -r -d '' k && IFS= read -r -d '' v && sums[$k]=$v; } <\"$r\"",
+        "done",
+        'rm -rf "$landed"',
+        // the files without a record that still matches, NUL-separated, for the hashers
+        "todo=$(mktemp) || exit 1",
+        "trap 'rm -f \"$todo\"' EXIT",
+        `find -L . -type f -printf '${FILE_STAMP}\\0' | while IFS= read -r -d '' e; do`,
+        '  if [ -n "${sums[$e]+set}" ]; then printf \'%s\\n\' "${sums[$e]}"; else printf \'%s\\0\' "${e#* ./}" >>"$todo"; fi',
+        "done || exit 1",
+        'xargs -0r -n 1 -P "$(nproc)" sha256sum -- <"$todo"',
+    ];
     return [
         "set -uo pipefail",
         `p=${shellQuote(hostPath)}`,
@@ -41,15 +109,14 @@ export function modelManifestScript(hostPath: string): string {
         "fi",
         "bytes=$(find -L . -type f -printf '%s\\n' | awk '{ s += $1 } END { printf \"%d\", s }') || exit 1",
         'echo "present $bytes"',
-        // every core hashes (a 100 GB model is minutes on one), one file per sha256sum so each line is one atomic
-        // write into the shared pipe; parseManifest puts the lines in path order
-        "find -L . -type f -printf '%P\\0' | xargs -0r -n 1 -P \"$(nproc)\" sha256sum --",
+        ...(landed ? hashUnrecorded : [hashAll]),
     ].join("\n");
 }
 
-/** The local command line that prints `node`'s manifest of `hostPath` over ssh. */
-export function modelManifestCommand(t: SshTarget, node: string, hostPath: string): string {
-    return remoteScriptCommand(t, `model manifest of ${hostPath} on node ${node}`, modelManifestScript(hostPath), "bash");
+/** The local command line that prints `node`'s manifest of `hostPath` over ssh (`landed`: see modelManifestScript). */
+export function modelManifestCommand(t: SshTarget, node: string, hostPath: string, landed = false): string {
+    const what = `model manifest of ${hostPath} on node ${node}`;
+    return remoteScriptCommand(t, what, modelManifestScript(hostPath, landed), "bash");
 }
 
 /** One host's manifest of the model directory. */
@@ -143,7 +210,12 @@ export function modelHopScript(hostPath: string): string {
     const p = shellQuote(hostPath);
     return hopScript({
         save: `printf %s "$what" | base64 -d >"$d/files" && tar -C ${p} -chf - --null -T "$d/files"`,
-        load: `mkdir -p ${p} && tar -C ${p} -xf -`,
+        load: [
+            `mkdir -p ${p} || return 1`,
+            ...landedDirLines(p, "return 1"),
+            'rm -rf "$landed" && mkdir -p -m 700 "$landed" || return 1',
+            `tar -C ${p} -xvf - | (cd ${p} && ${landedHashing()})`,
+        ].join("\n"),
         loadName: "unpacking the model",
     });
 }

@@ -36,8 +36,9 @@ interface State {
     copied?: string[];
 }
 
-async function manifestOf(hostPath: string, m: ChainMember): Promise<Manifest> {
-    const r = await runBash(modelManifestCommand(m.target, m.node, hostPath));
+/** `landed`: the manifest after a copy, which takes the hashes the member made as the files landed (see the builder). */
+async function manifestOf(hostPath: string, m: ChainMember, landed = false): Promise<Manifest> {
+    const r = await runBash(modelManifestCommand(m.target, m.node, hostPath, landed));
     if (r.code !== 0) {
         throw new Error(`model manifest of ${hostPath} on node ${m.node} failed (exit ${r.code}):\n${tail(r.stderr)}`);
     }
@@ -106,8 +107,9 @@ async function converge(s: State): Promise<State> {
     // A member that differs only by files the source lacks gets nothing: those are left in place, never deleted.
     const receivers = needy.filter((m) => filesToSend(seen.source, [m.seen]).length > 0).map(({ node, target }) => ({ node, target }));
     const failed = receivers.length > 0 ? await copy(s, files, receivers) : undefined;
-    // only the members that differed are looked at again (one ssh each)
-    const now = new Map(await Promise.all(needy.map(async (m) => [m.node, await manifestOf(s.hostPath, m)] as const)));
+    // only the members that differed are looked at again (one ssh each), every file listed from disk; a file hashed
+    // as it landed and untouched since is not hashed again
+    const now = new Map(await Promise.all(needy.map(async (m) => [m.node, await manifestOf(s.hostPath, m, true)] as const)));
     const wrong = needy.filter((m) => differs(now.get(m.node)!));
     if (wrong.length > 0) {
         const how = wrong.map((m) => `node ${m.node}: ${manifestDifferences(seen.source, now.get(m.node)!)}`);

@@ -13,6 +13,7 @@ import * as path from "path";
 import { ChainHop } from "../../infra/builders/chain";
 import {
     FILE_LIST_MAX_CHARS,
+    FILE_STAMP,
     fileBatches,
     filesToSend,
     manifestDifferences,
@@ -92,10 +93,12 @@ beforeEach(() => {
     fs.writeFileSync(path.join(modelDir(1), "tokenizer", "vocab.txt"), "a\nb\n");
     process.env.PATH = `${BIN}:${savedPath}`;
     process.env.CHAIN_TEST_DIR = dir;
+    process.env.XDG_CACHE_HOME = path.join(dir, "cache");
 });
 afterEach(() => {
     process.env.PATH = savedPath;
     delete process.env.CHAIN_TEST_DIR;
+    delete process.env.XDG_CACHE_HOME;
     fs.rmSync(dir, { recursive: true, force: true });
 });
 
@@ -133,6 +136,9 @@ test("create copies source -> spark-2 -> spark-3 -> spark-4: the same checksums 
     expect(outs.digest).toBe(`sha256:${sha256(manifest)}`);
     expect(outs).toMatchObject({ files: 3, bytes: (3 << 20) + 24 + 4, copied: ["spark-2", "spark-3", "spark-4"] });
     expect(outs.digests).toEqual({ "spark-2": outs.digest, "spark-3": outs.digest, "spark-4": outs.digest });
+    // the manifests after the copy took up the hashes the members made as the files landed, and removed them
+    const landed = path.join(dir, "cache", "vllm-cluster", "landed");
+    expect(fs.readdirSync(landed)).toEqual([]);
 });
 
 test("names with a line break or a leading dash arrive intact", async () => {
@@ -169,6 +175,64 @@ test("resumable: a member with one corrupted file gets that file only, and the o
     expect(isOld(3, "model.safetensors")).toBe(false);
     expect(isOld(3, "config.json") && isOld(3, "tokenizer/vocab.txt")).toBe(true);
     expect(Object.keys(tree(modelDir(2))).every((p) => isOld(2, p))).toBe(true);
+});
+
+/** Where a member keeps the hashes of the files it unpacked into model directory `m` (every host shares the cache here). */
+function landedDir(m: string): string {
+    const st = fs.statSync(m);
+    return path.join(dir, "cache", "vllm-cluster", "landed", `${st.dev}-${st.ino}`);
+}
+/** The records there: stamp -> sha256sum line. */
+function landedRecords(m: string): Record<string, string> {
+    const d = landedDir(m);
+    const out: Record<string, string> = {};
+    for (const f of fs.existsSync(d) ? fs.readdirSync(d) : []) {
+        const [stamp, line] = fs.readFileSync(path.join(d, f), "utf8").split("\0");
+        out[stamp] = line;
+    }
+    return out;
+}
+/** A file's stamp as the scripts take it (find -L run in the model directory). */
+const stampOf = (m: string, p: string) =>
+    execFileSync("find", ["-L", `./${p}`, "-maxdepth", "0", "-type", "f", "-printf", FILE_STAMP], { cwd: m, encoding: "utf8" });
+
+test("each member hashes the files it unpacks as they land: one record per file, with its stamp and its sha256sum line", () => {
+    const h = (i: number): ChainHop => ({ ...member(i), knownHosts: [`${target(i).host} ${hostKey(i)}`] });
+    const files = ["config.json", "model.safetensors", "tokenizer/vocab.txt"];
+    execFileSync("bash", ["-c", modelChainCopyScript(target(1), HOST_PATH, files, [h(2), h(3)], target(2))], { env: process.env });
+    const want = tree(modelDir(1));
+    for (const i of [2, 3]) {
+        // the last file too: the list of names ends when tar does
+        expect(landedRecords(modelDir(i))).toEqual(Object.fromEntries(files.map((p) => [stampOf(modelDir(i), p), `${want[p]}  ${p}`])));
+        expect(fs.statSync(landedDir(modelDir(i))).mode & 0o777).toBe(0o700);
+    }
+});
+
+test("the manifest after a copy takes a landed hash only while the file's stamp is unchanged, then drops the records", () => {
+    const m = modelDir(2);
+    fs.cpSync(modelDir(1), m, { recursive: true, dereference: true });
+    const real = tree(m);
+    const forged = "f".repeat(64);
+    const forge = () => {
+        fs.mkdirSync(landedDir(m), { recursive: true });
+        fs.writeFileSync(path.join(landedDir(m), "r.1"), `${stampOf(m, "config.json")}\0${forged}  config.json\0`);
+    };
+    const manifest = (landed: boolean) =>
+        parseManifest(execFileSync("bash", ["-c", modelManifestScript(m, landed)], { encoding: "utf8", env: process.env })).files;
+    forge();
+    // an ordinary manifest (before a copy, a refresh) hashes every file and leaves the records alone
+    expect(manifest(false).get("config.json")).toBe(real["config.json"]);
+    expect(Object.keys(landedRecords(m))).toHaveLength(1);
+    // after a copy: the record stands for the file it was made from (a forged sum shows it was taken, not recomputed)
+    const after = manifest(true);
+    expect(after.get("config.json")).toBe(forged);
+    expect(after.get("model.safetensors")).toBe(real["model.safetensors"]);
+    expect(after.size).toBe(3);
+    expect(fs.existsSync(landedDir(m))).toBe(false);
+    // a file touched since it was hashed (here only its times) has another stamp: it is hashed again
+    forge();
+    fs.utimesSync(path.join(m, "config.json"), OLD, OLD);
+    expect(manifest(true).get("config.json")).toBe(real["config.json"]);
 });
 
 test("the files to send: those some member lacks or holds with other content, once, in path order", () => {
