@@ -38,6 +38,8 @@ export interface HopSteps {
     load: string;
     /** How a failed `load` is named in the error ("docker load"). */
     loadName: string;
+    /** Runs on the source host before `save` and before any connection to the next host; its failure ends the copy. */
+    check?: string;
 }
 
 /**
@@ -66,7 +68,12 @@ forward() {
     -o BatchMode=yes -o ConnectTimeout=10 -p "$port" -- "$dest" \\
     "bash -c 'eval \\"\\$(printf %s \\"\\$1\\" | base64 -d)\\"' hop $self load $node $*"
 }
-if [ "$mode" = save ]; then
+if [ "$mode" = save ]; then${
+        steps.check
+            ? `
+  { ${steps.check}; } || exit`
+            : ""
+    }
   save | forward "$@"
   exit
 fi

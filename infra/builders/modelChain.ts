@@ -202,14 +202,24 @@ export function fileBatches(files: string[]): string[][] {
     return batches;
 }
 
+/** The `save` argument that sends every file of the source's directory, listed when the stream starts. */
+export const ALL_FILES = "all";
+
 /**
  * The hop script of the model chain, the directory written into it: `save FILES` on the source (FILES: the paths,
- * NUL-separated, base64) packs them with links followed, `load NODE` unpacks into the directory on each host.
+ * NUL-separated, base64, or ALL_FILES) packs them with links followed, `load NODE` unpacks into the directory on each
+ * host. The source refuses before any connection when the directory is missing, holds no file or a broken link.
  */
 export function modelHopScript(hostPath: string): string {
     const p = shellQuote(hostPath);
+    const list = `if [ "$what" = ${ALL_FILES} ]; then (cd ${p} && find -L . -type f -printf '%P\\0'); else printf %s "$what" | base64 -d; fi`;
     return hopScript({
-        save: `printf %s "$what" | base64 -d >"$d/files" && tar -C ${p} -chf - --null -T "$d/files"`,
+        check: [
+            `[ -d ${p} ] || { echo "no model directory on the source" >&2; exit 2; }`,
+            `[ -z "$(find -L ${p} -type l -print -quit)" ] || { echo "broken symbolic link under the model directory" >&2; exit 3; }`,
+            `[ -n "$(find -L ${p} -type f -print -quit)" ] || { echo "no file under the model directory" >&2; exit 2; }`,
+        ].join("; "),
+        save: `{ ${list}; } >"$d/files" && tar -C ${p} -chf - --null -T "$d/files"`,
         load: [
             `mkdir -p ${p} || return 1`,
             ...landedDirLines(p, "return 1"),
@@ -221,14 +231,20 @@ export function modelHopScript(hostPath: string): string {
 }
 
 /**
- * The operator's bash script for one chain copy of `files` (paths under `hostPath`) from the source host to `hops`
- * in order. Exits non-zero when any link fails; the caller then compares every host's manifest with the source's.
+ * The operator's bash script for one chain copy of `files` (paths under `hostPath`, or ALL_FILES) from the source
+ * host to `hops` in order. Exits non-zero when any link fails; the caller then compares every host's manifest with the source's.
  */
-export function modelChainCopyScript(source: SshTarget, hostPath: string, files: string[], hops: ChainHop[], key: SshTarget): string {
+export function modelChainCopyScript(
+    source: SshTarget,
+    hostPath: string,
+    files: string[] | typeof ALL_FILES,
+    hops: ChainHop[],
+    key: SshTarget,
+): string {
     if (hops.length === 0 || files.length === 0) {
         throw new Error("modelChainCopyScript: no hop or no file");
     }
-    const list = Buffer.from(files.map((f) => `${f}\0`).join("")).toString("base64");
+    const list = files === ALL_FILES ? ALL_FILES : Buffer.from(files.map((f) => `${f}\0`).join("")).toString("base64");
     const agent = chainAgentScript(key, "the model chain needs a key without a passphrase");
     return [...agent, hopSsh(source, modelHopScript(hostPath), ["save", list], hops)].join("\n");
 }

@@ -1,5 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import {
+    ALL_FILES,
     Manifest,
     fileBatches,
     filesToSend,
@@ -69,10 +70,14 @@ function summary(s: State, seen: Seen): Pick<State, "digest" | "files" | "bytes"
     };
 }
 
-/** Runs the chain copy of `files` to `hops`, in as many runs as the file list needs; stops at the first failure. */
-async function copy(s: State, files: string[], receivers: ChainMember[]): Promise<BashResult | undefined> {
+/**
+ * Runs the chain copy of `files` (or ALL_FILES) to `receivers`, in as many runs as the file list needs; stops at the
+ * first failure.
+ */
+async function copy(s: State, files: string[] | typeof ALL_FILES, receivers: ChainMember[]): Promise<BashResult | undefined> {
     const hops = await hopsOf(receivers);
-    for (const batch of fileBatches(files)) {
+    const runs: (string[] | typeof ALL_FILES)[] = files === ALL_FILES ? [ALL_FILES] : fileBatches(files);
+    for (const batch of runs) {
         const r = await runBash(modelChainCopyScript(s.source.target, s.hostPath, batch, hops, receivers[0].target));
         if (r.code !== 0) {
             return r;
@@ -86,27 +91,41 @@ async function copy(s: State, files: string[], receivers: ChainMember[]): Promis
  * reads every member that differed again; fails naming each one whose manifest still differs, and how.
  */
 async function converge(s: State): Promise<State> {
-    const seen = await observe(s);
     const where = `model directory ${s.hostPath}`;
-    if (!seen.source.present) {
-        throw new Error(`${where} not present on node ${s.source.node}`);
+    // Hashing the source is the long part of looking (minutes for a model of 100 GB read from disk). When no member
+    // holds any file, every one needs every file whatever the hashes say: the stream starts at once and the hashing
+    // goes on beside it. The source's own checks (a directory, a file, no broken link) run before it connects on.
+    const sourceSeen = manifestOf(s.hostPath, s.source);
+    sourceSeen.catch(() => undefined);
+    const memberSeen = await Promise.all(s.members.map((m) => manifestOf(s.hostPath, m)));
+    const early = memberSeen.every((m) => m.files.size === 0) ? copy(s, ALL_FILES, s.members) : undefined;
+    let source: Manifest;
+    try {
+        source = await sourceSeen;
+        if (!source.present) {
+            throw new Error(`${where} not present on node ${s.source.node}`);
+        }
+        if (source.files.size === 0) {
+            throw new Error(`${where} on node ${s.source.node} holds no file`);
+        }
+    } catch (e) {
+        await early;
+        throw e;
     }
-    if (seen.source.files.size === 0) {
-        throw new Error(`${where} on node ${s.source.node} holds no file`);
-    }
+    const seen: Seen = { source, members: memberSeen };
     const differs = (m: Manifest) => m.text !== seen.source.text;
     const members = s.members.map((m, i) => ({ ...m, seen: seen.members[i] }));
     const needy = members.filter((m) => differs(m.seen));
     if (needy.length === 0) {
         return { ...s, ...summary(s, seen), copied: [] };
     }
+    // A member that differs only by files the source lacks gets nothing: those are left in place, never deleted.
+    const receivers = needy.filter((m) => filesToSend(seen.source, [m.seen]).length > 0).map(({ node, target }) => ({ node, target }));
     const files = filesToSend(
         seen.source,
         needy.map((m) => m.seen),
     );
-    // A member that differs only by files the source lacks gets nothing: those are left in place, never deleted.
-    const receivers = needy.filter((m) => filesToSend(seen.source, [m.seen]).length > 0).map(({ node, target }) => ({ node, target }));
-    const failed = receivers.length > 0 ? await copy(s, files, receivers) : undefined;
+    const failed = early ? await early : receivers.length > 0 ? await copy(s, files, receivers) : undefined;
     // only the members that differed are looked at again (one ssh each), every file listed from disk; a file hashed
     // as it landed and untouched since is not hashed again
     const now = new Map(await Promise.all(needy.map(async (m) => [m.node, await manifestOf(s.hostPath, m, true)] as const)));

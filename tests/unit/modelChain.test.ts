@@ -283,19 +283,47 @@ test("files a member holds that the source does not are left in place and named"
     expect(fs.readFileSync(path.join(modelDir(2), "stray.safetensors"), "utf8")).toBe("old shard");
 });
 
-test("a broken link on the source fails naming it, before any stream", async () => {
+test("when no member holds a file, the stream starts while the source is still hashing", async () => {
+    // a sha256sum that, on the source, waits (up to 5 s) for the source's connection on to spark-2 before hashing
+    const bin = path.join(dir, "slow-bin");
+    fs.mkdirSync(bin);
+    fs.writeFileSync(
+        path.join(bin, "sha256sum"),
+        [
+            "#!/usr/bin/env bash",
+            'if [ "${CHAIN_HOST:-}" = 10.9.0.11 ]; then',
+            "  seen=serial",
+            '  for _ in $(seq 50); do grep -qs "10.9.0.11 -> 10.9.0.12" "$CHAIN_TEST_DIR/ssh.log" && { seen=overlapped; break; }; sleep 0.1; done',
+            '  echo "$seen" >>"$CHAIN_TEST_DIR/hash.log"',
+            "fi",
+            'exec /usr/bin/sha256sum "$@"',
+        ].join("\n") + "\n",
+        { mode: 0o755 },
+    );
+    process.env.PATH = `${bin}:${process.env.PATH}`;
+    const r = await modelChainProvider.create!(inputs([2, 3]));
+    expect((r.outs as Outs).copied).toEqual(["spark-2", "spark-3"]);
+    expect(tree(modelDir(3))).toEqual(tree(modelDir(1)));
+    expect(new Set(fs.readFileSync(path.join(dir, "hash.log"), "utf8").trim().split("\n"))).toEqual(new Set(["overlapped"]));
+    // a member holding a file waits for the hashes, which say what it lacks (see "resumable" above)
+});
+
+test("a broken link on the source fails naming it, before any stream to a member", async () => {
     fs.symlinkSync("../../blobs/gone", path.join(modelDir(1), "tokenizer", "merges.txt"));
     await expect(modelChainProvider.create!(inputs([2]))).rejects.toThrow(
         `model manifest of ${HOST_PATH} on node spark-1 failed (exit 3):\n` +
             `broken symbolic link ${HOST_PATH}/tokenizer/merges.txt (its target is missing)`,
     );
-    expect(hops()).toEqual([]);
+    // the source refused before connecting on: no member was reached
+    expect(hops().filter((h) => !h.startsWith("operator"))).toEqual([]);
+    expect(fs.existsSync(modelDir(2))).toBe(false);
 });
 
-test("no model directory on the source: fails naming the node and path, before any stream", async () => {
+test("no model directory on the source: fails naming the node and path, before any stream to a member", async () => {
     fs.rmSync(path.join(hostDir(1), "hub"), { recursive: true });
     await expect(modelChainProvider.create!(inputs([2]))).rejects.toThrow(`model directory ${HOST_PATH} not present on node spark-1`);
-    expect(hops()).toEqual([]);
+    expect(hops().filter((h) => !h.startsWith("operator"))).toEqual([]);
+    expect(fs.existsSync(modelDir(2))).toBe(false);
 });
 
 test("diff: false while every member matches; a changed member file (seen by read), new content or a new member is a change", async () => {
