@@ -235,6 +235,14 @@ test("the manifest after a copy takes a landed hash only while the file's stamp 
     expect(manifest(true).get("config.json")).toBe(real["config.json"]);
 });
 
+test("a member without a writable cache still gets the model; the check after the copy hashes every file", async () => {
+    fs.writeFileSync(path.join(dir, "not-a-dir"), "");
+    process.env.XDG_CACHE_HOME = path.join(dir, "not-a-dir", "cache");
+    const r = await modelChainProvider.create!(inputs([2]));
+    expect((r.outs as Outs).copied).toEqual(["spark-2"]);
+    expect(tree(modelDir(2))).toEqual(tree(modelDir(1)));
+});
+
 test("the files to send: those some member lacks or holds with other content, once, in path order", () => {
     const m = (lines: string[]) => parseManifest(`present 0\n${lines.map((l) => `${l}\n`).join("")}`);
     const [a, b, c] = ["a".repeat(64), "b".repeat(64), "c".repeat(64)];
