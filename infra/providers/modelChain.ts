@@ -98,7 +98,10 @@ async function converge(s: State): Promise<State> {
     const sourceSeen = manifestOf(s.hostPath, s.source);
     sourceSeen.catch(() => undefined);
     const memberSeen = await Promise.all(s.members.map((m) => manifestOf(s.hostPath, m)));
-    const early = memberSeen.every((m) => m.files.size === 0) ? copy(s, ALL_FILES, s.members) : undefined;
+    const empty = s.members.length > 0 && memberSeen.every((m) => m.files.size === 0);
+    const early = empty ? copy(s, ALL_FILES, s.members) : undefined;
+    // awaited below; a failure that comes while the source still hashes must not count as unhandled meanwhile
+    early?.catch(() => undefined);
     let source: Manifest;
     try {
         source = await sourceSeen;
@@ -109,7 +112,8 @@ async function converge(s: State): Promise<State> {
             throw new Error(`${where} on node ${s.source.node} holds no file`);
         }
     } catch (e) {
-        await early;
+        // the source's own error says why; the stream (refused by the source's checks, or done) only has to end
+        await early?.catch(() => undefined);
         throw e;
     }
     const seen: Seen = { source, members: memberSeen };

@@ -291,29 +291,34 @@ test("files a member holds that the source does not are left in place and named"
     expect(fs.readFileSync(path.join(modelDir(2), "stray.safetensors"), "utf8")).toBe("old shard");
 });
 
-test("when no member holds a file, the stream starts while the source is still hashing", async () => {
-    // a sha256sum that, on the source, waits (up to 5 s) for the source's connection on to spark-2 before hashing
+/** Puts a sha256sum on PATH that runs `first` (bash) before hashing when it runs on the source host. */
+function onSourceBeforeHashing(first: string[]): void {
     const bin = path.join(dir, "slow-bin");
     fs.mkdirSync(bin);
-    fs.writeFileSync(
-        path.join(bin, "sha256sum"),
-        [
-            "#!/usr/bin/env bash",
-            'if [ "${CHAIN_HOST:-}" = 10.9.0.11 ]; then',
-            "  seen=serial",
-            '  for _ in $(seq 50); do grep -qs "10.9.0.11 -> 10.9.0.12" "$CHAIN_TEST_DIR/ssh.log" && { seen=overlapped; break; }; sleep 0.1; done',
-            '  echo "$seen" >>"$CHAIN_TEST_DIR/hash.log"',
-            "fi",
-            'exec /usr/bin/sha256sum "$@"',
-        ].join("\n") + "\n",
-        { mode: 0o755 },
-    );
+    const wrapper = ["#!/usr/bin/env bash", 'if [ "${CHAIN_HOST:-}" = 10.9.0.11 ]; then', ...first, "fi", 'exec /usr/bin/sha256sum "$@"'];
+    fs.writeFileSync(path.join(bin, "sha256sum"), wrapper.join("\n") + "\n", { mode: 0o755 });
     process.env.PATH = `${bin}:${process.env.PATH}`;
+}
+
+test("when no member holds a file, the stream starts while the source is still hashing", async () => {
+    // the source's hashing waits (up to 5 s) for the source's connection on to spark-2
+    onSourceBeforeHashing([
+        "seen=serial",
+        'for _ in $(seq 50); do grep -qs "10.9.0.11 -> 10.9.0.12" "$CHAIN_TEST_DIR/ssh.log" && { seen=overlapped; break; }; sleep 0.1; done',
+        'echo "$seen" >>"$CHAIN_TEST_DIR/hash.log"',
+    ]);
     const r = await modelChainProvider.create!(inputs([2, 3]));
     expect((r.outs as Outs).copied).toEqual(["spark-2", "spark-3"]);
     expect(tree(modelDir(3))).toEqual(tree(modelDir(1)));
     expect(new Set(fs.readFileSync(path.join(dir, "hash.log"), "utf8").trim().split("\n"))).toEqual(new Set(["overlapped"]));
     // a member holding a file waits for the hashes, which say what it lacks (see "resumable" above)
+});
+
+test("a stream started early that fails while the source still hashes: the error names why, after the hashing", async () => {
+    onSourceBeforeHashing(["sleep 1"]);
+    fs.writeFileSync(path.join(dir, "known_hosts"), `${target(1).host} ${hostKey(1)}\n`);
+    await expect(modelChainProvider.create!(inputs([2]))).rejects.toThrow("no known_hosts entry for node spark-2 (10.9.0.12)");
+    expect(fs.existsSync(modelDir(2))).toBe(false);
 });
 
 test("a broken link on the source fails naming it, before any stream to a member", async () => {
