@@ -45,7 +45,7 @@ export interface HopSteps {
 /**
  * The one script every host in the chain runs (a host's part is chosen by its arguments, so nothing is quoted inside
  * quotes and the command stays small however long the chain):
- *   HOP save WHAT NEXT...   runs `save` into the next host (the source host)
+ *   HOP save WHAT NEXT...   runs `check`, then `save` into the next host (the source host)
  *   HOP load NODE NEXT...   runs `load` on the stream and, when hosts follow, forwards the same bytes at the same time
  * HOP is this script base64-encoded (handed on to the next host); NEXT is, per following host: its node name,
  * user@address, ssh port and known_hosts lines (base64). The next host's key is checked against those lines only,
@@ -53,6 +53,7 @@ export interface HopSteps {
  * and this host's load going on if the rest fails; the operator then verifies what every host holds.
  */
 export function hopScript(steps: HopSteps): string {
+    const check = steps.check ? `\n  { ${steps.check}; } || exit` : "";
     return `set -uo pipefail
 self=$1 mode=$2 what=$3
 shift 3
@@ -68,12 +69,7 @@ forward() {
     -o BatchMode=yes -o ConnectTimeout=10 -p "$port" -- "$dest" \\
     "bash -c 'eval \\"\\$(printf %s \\"\\$1\\" | base64 -d)\\"' hop $self load $node $*"
 }
-if [ "$mode" = save ]; then${
-        steps.check
-            ? `
-  { ${steps.check}; } || exit`
-            : ""
-    }
+if [ "$mode" = save ]; then${check}
   save | forward "$@"
   exit
 fi

@@ -236,7 +236,8 @@ export function modelHopScript(hostPath: string): string {
 
 /**
  * The operator's bash script for one chain copy of `files` (paths under `hostPath`, or ALL_FILES) from the source
- * host to `hops` in order. Exits non-zero when any link fails; the caller then compares every host's manifest with the source's.
+ * host to `hops` in order. Exits non-zero when any link fails; the caller then compares every host's manifest with
+ * the source's.
  */
 export function modelChainCopyScript(
     source: SshTarget,
