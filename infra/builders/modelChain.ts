@@ -18,13 +18,16 @@
 import { createHash } from "crypto";
 import { ChainHop, chainAgentScript, hopScript, hopSsh } from "./chain";
 import { shellQuote } from "./quote";
-import { SshTarget, remoteScriptCommand } from "./ssh";
+import { SshTarget, USER_CACHE_DIR, remoteScriptCommand } from "./ssh";
 
 /** The first line a manifest script prints when the model directory is not there. */
 const ABSENT = "absent";
 
 /** Base64 characters of the file list one chain copy carries: it is an argument of the hop's ssh command line. */
 export const FILE_LIST_MAX_CHARS = 64 * 1024;
+
+/** Runs the command that follows once per NUL-separated argument from stdin, as many at once as there are cores. */
+const ON_EVERY_CORE = 'xargs -0r -n 1 -P "$(nproc)"';
 
 /** How many differing paths an error names per host. */
 const PATHS_SHOWN = 5;
@@ -42,7 +45,7 @@ export const FILE_STAMP = "%D:%i:%s:%T@:%C@ %p";
  * belongs to that directory on that host. `fail` is what runs when the directory cannot be looked at.
  */
 function landedDirLines(dir: string, fail: string): string[] {
-    return [`landed_id=$(stat -L -c %d-%i ${dir}) || ${fail}`, 'landed="${XDG_CACHE_HOME:-$HOME/.cache}/vllm-cluster/landed/$landed_id"'];
+    return [`landed_id=$(stat -L -c %d-%i ${dir}) || ${fail}`, `landed="${USER_CACHE_DIR}/landed/$landed_id"`];
 }
 
 /**
@@ -65,7 +68,7 @@ function landedHashing(): string {
         "{ prev=; while IFS= read -r n; do",
         '  if [ -n "$prev" ]; then printf \'%s\\0\' "$prev"; fi; prev=$n;',
         'done; if [ -n "$prev" ]; then printf \'%s\\0\' "$prev"; fi; }',
-        `| xargs -0r -n 1 -P "$(nproc)" bash -c ${shellQuote(one)} landed "$landed"`,
+        `| ${ON_EVERY_CORE} bash -c ${shellQuote(one)} landed "$landed"`,
         "|| true",
     ].join(" ");
 }
@@ -80,7 +83,7 @@ function landedHashing(): string {
 export function modelManifestScript(hostPath: string, landed = false): string {
     // every core hashes (a 100 GB model is minutes on one), one file per sha256sum so each line is one atomic write
     // into the shared pipe; parseManifest puts the lines in path order
-    const hashAll = "find -L . -type f -printf '%P\\0' | xargs -0r -n 1 -P \"$(nproc)\" sha256sum --";
+    const hashAll = `find -L . -type f -printf '%P\\0' | ${ON_EVERY_CORE} sha256sum --`;
     const hashUnrecorded = [
         ...landedDirLines(".", "exit 1"),
         "declare -A sums=()",
@@ -95,7 +98,7 @@ export function modelManifestScript(hostPath: string, landed = false): string {
         `find -L . -type f -printf '${FILE_STAMP}\\0' | while IFS= read -r -d '' e; do`,
         '  if [ -n "${sums[$e]+set}" ]; then printf \'%s\\n\' "${sums[$e]}"; else printf \'%s\\0\' "${e#* ./}" >>"$todo"; fi',
         "done || exit 1",
-        'xargs -0r -n 1 -P "$(nproc)" sha256sum -- <"$todo"',
+        `${ON_EVERY_CORE} sha256sum -- <"$todo"`,
     ];
     return [
         "set -uo pipefail",

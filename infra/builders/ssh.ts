@@ -63,11 +63,14 @@ export const OWN_CONNECTION = ["-o", "ControlPath=none"];
 /** How many seconds an idle shared connection stays open for the next session of the same operation. */
 export const SHARED_SSH_PERSIST_S = 30;
 
+/** The program's directory in the user's cache, as shell text expanded on the machine where the script runs. */
+export const USER_CACHE_DIR = "${XDG_CACHE_HOME:-$HOME/.cache}/vllm-cluster";
+
 /**
  * Where the shared connections' sockets live (a shell word, expanded where the command runs): a directory of the
  * operator's own, mode 700, never a world-writable one (whoever owns the socket would see every session sent to it).
  */
-export const SHARED_SSH_DIR = '"${XDG_CACHE_HOME:-$HOME/.cache}/vllm-cluster/ssh"';
+export const SHARED_SSH_DIR = `"${USER_CACHE_DIR}/ssh"`;
 
 /** The longest socket directory that leaves room for `/<pid>-<%C>` under the 104 bytes every Unix allows. */
 export const SHARED_SSH_DIR_MAX_CHARS = 104 - "/1234567-".length - 40 - 1;

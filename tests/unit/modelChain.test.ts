@@ -137,8 +137,7 @@ test("create copies source -> spark-2 -> spark-3 -> spark-4: the same checksums 
     expect(outs).toMatchObject({ files: 3, bytes: (3 << 20) + 24 + 4, copied: ["spark-2", "spark-3", "spark-4"] });
     expect(outs.digests).toEqual({ "spark-2": outs.digest, "spark-3": outs.digest, "spark-4": outs.digest });
     // the manifests after the copy took up the hashes the members made as the files landed, and removed them
-    const landed = path.join(dir, "cache", "vllm-cluster", "landed");
-    expect(fs.readdirSync(landed)).toEqual([]);
+    expect(fs.readdirSync(landedRoot())).toEqual([]);
 });
 
 test("names with a line break or a leading dash arrive intact", async () => {
@@ -177,10 +176,12 @@ test("resumable: a member with one corrupted file gets that file only, and the o
     expect(Object.keys(tree(modelDir(2))).every((p) => isOld(2, p))).toBe(true);
 });
 
-/** Where a member keeps the hashes of the files it unpacked into model directory `m` (every host shares the cache here). */
+/** Where the members keep the hashes of the files they unpacked (every host shares the test's cache). */
+const landedRoot = () => path.join(dir, "cache", "vllm-cluster", "landed");
+/** The directory of those hashes for model directory `m`. */
 function landedDir(m: string): string {
     const st = fs.statSync(m);
-    return path.join(dir, "cache", "vllm-cluster", "landed", `${st.dev}-${st.ino}`);
+    return path.join(landedRoot(), `${st.dev}-${st.ino}`);
 }
 /** The records there: stamp -> sha256sum line. */
 function landedRecords(m: string): Record<string, string> {
