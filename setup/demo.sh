@@ -39,6 +39,14 @@ if [[ $(id -u) != 0 ]]; then
   echo "demo: the simulated hosts need root (network namespaces, one dockerd per host); run it as root" >&2
   exit 1
 fi
+# Before anything is downloaded: can this CPU run the test image (x86-64 with AVX2, FMA, F16C)?
+if [[ $mode == up ]]; then
+  if ! cpu=$("$TB" cpu); then
+    echo "demo: $cpu" >&2
+    exit 1
+  fi
+  echo "demo: $cpu"
+fi
 mkdir -p "$STATE/pulumi"
 chmod 700 "$STATE"
 

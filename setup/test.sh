@@ -82,6 +82,14 @@ demo_guard() {
   fi
 }
 
+if ((fast == 0)); then
+  # Before anything is downloaded: can this CPU run the test image (x86-64 with AVX2, FMA, F16C)?
+  if ! cpu=$(tests/testbed/testbed cpu); then
+    echo "npm test: $cpu" >&2
+    exit 1
+  fi
+  echo "npm test: $cpu"
+fi
 stage "install npm packages" install_npm || exit 1
 stage "static checks (tsc --strict, eslint, prettier, actionlint, shellcheck)" static_checks
 stage "unit and policy tests (jest, Pulumi mocks)" unit_tests

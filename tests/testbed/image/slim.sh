@@ -12,7 +12,8 @@
 #  3. nvidia/ (2.7 GB): every CUDA library that a remaining library lists as DT_NEEDED is replaced by a stub with
 #     the same SONAME and versioned symbols (make_cuda_stubs.py, 10-40 KB each); everything else there is only
 #     dlopen()ed on GPU use and is deleted. `torch.cuda.is_available()` is then simply False.
-#  4. smoke test: torch imports without CUDA, vLLM's compiled ops load.
+# install.sh then checks the result (kernels.py --smoke): torch imports without CUDA, and vLLM's compiled ops load
+# the way vLLM loads them (never one kernel library by name: that is SIGILL on a CPU without its instructions).
 set -eu
 SP=$(cd "$1" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -43,8 +44,4 @@ if [ -d "$SP/nvidia" ]; then
   find "$SP/nvidia" -depth -type d -empty -delete
 fi
 
-(cd / && "$PY" -c "
-import torch, vllm._C
-assert not torch.cuda.is_available()
-print('slim.sh: smoke test: torch', torch.__version__, 'imports without CUDA; vllm._C loads')")
 echo "slim.sh: after: $(mb) MB"

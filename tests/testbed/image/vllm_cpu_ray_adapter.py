@@ -34,8 +34,18 @@ multi-host; harmless on one host)
     use shared memory; ranks on different hosts disagree and vLLM logs
     "CPU SHM communicator disabled ... falling back to torch.distributed".
 
+Switch 3 - the AVX2 path on any x86 CPU (VCL_TESTBED_CPU_ISA=avx2; off by default)
+    vLLM chooses its kernel library (_C, _C_AVX512 or _C_AVX2) and several
+    kernels from torch.cpu's feature checks. With the switch set, every Python
+    process of the venv answers those checks as an AVX2-only CPU does (no
+    AVX-512, no AVX-512 BF16/VNNI, no AMX) and torch's own ATen and Inductor
+    kernels are held to AVX2 (ATEN_CPU_CAPABILITY=avx2), so a machine with
+    AVX-512 runs the code path of one without it: _C_AVX2 gets loaded and used.
+    It cannot add an instruction a CPU lacks, only leave some out.
+
 Knobs: VLLM_CPU_RAY_DEVICE_KEY (default "GPU"; empty disables patch 1),
-       VLLM_CPU_SHM_HOST_TAG=0 disables patch 2.
+       VLLM_CPU_SHM_HOST_TAG=0 disables patch 2,
+       VCL_TESTBED_CPU_ISA=avx2 enables switch 3.
 """
 import hashlib
 import importlib.abc
@@ -46,6 +56,12 @@ import sys
 
 _KEY = os.environ.get("VLLM_CPU_RAY_DEVICE_KEY", "GPU")
 _SHM_TAG = os.environ.get("VLLM_CPU_SHM_HOST_TAG", "1") != "0"
+_ISA = os.environ.get("VCL_TESTBED_CPU_ISA", "")
+if _ISA not in ("", "avx2"):
+    raise SystemExit(f"vllm_cpu_ray_adapter: VCL_TESTBED_CPU_ISA={_ISA!r}: the only value is avx2 (or unset)")
+if _ISA:
+    # read by libtorch at its first kernel dispatch, and by Inductor when it picks its vector ISA
+    os.environ["ATEN_CPU_CAPABILITY"] = _ISA
 
 
 def _patch_cpu_platform(module):
@@ -69,7 +85,22 @@ def _patch_cpu_communicator(module):
     shm_cls._host_tagged = True
 
 
+def _patch_cpu_features(module):
+    """torch.cpu as an AVX2-only CPU answers it: vLLM reads these at call time."""
+    for name in (
+        "_is_avx512_supported",
+        "_is_avx512_vnni_supported",
+        "_is_avx512_bf16_supported",
+        "_is_amx_tile_supported",
+        "_is_amx_fp16_supported",
+    ):
+        if hasattr(module, name):
+            setattr(module, name, lambda: False)
+
+
 _PATCHES = {}
+if _ISA:
+    _PATCHES["torch.cpu"] = _patch_cpu_features
 if _KEY:
     _PATCHES["vllm.platforms.cpu"] = _patch_cpu_platform
 if _SHM_TAG:
