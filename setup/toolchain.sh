@@ -311,6 +311,14 @@ if [[ "$MODE" != check ]]; then
   [[ -z "$SOURCES" ]] || SOURCES="$(cd "$SOURCES" && pwd)"
 fi
 
+# One build at a time per cache (the demo and the test suite may start together): a second run waits, then finds
+# what the first built.
+if [[ "$MODE" != check ]] && command -v flock >/dev/null; then
+  exec 7>"$CACHE_ROOT/.build.lock"
+  flock -n 7 || { log "another setup/toolchain.sh is building into $CACHE_ROOT; waiting for it (up to 60 min)"; flock -w 3600 7; } ||
+    die "timed out after 3600s waiting for the other toolchain build (lock $CACHE_ROOT/.build.lock)"
+fi
+
 ensure_cli
 ensure_langhost
 if [[ -n "$CLI_BIN" ]]; then
