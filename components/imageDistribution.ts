@@ -16,6 +16,11 @@ export interface ImageDistributionArgs {
     distribution?: ImageConfig["distribution"];
     /** Every node that must run the image. */
     nodes: SparkNode[];
+    /**
+     * What must pass before any image is copied or checked: every host's preflight. A failed preflight (a port
+     * taken, a wrong fabric IP) then ends `up` in the seconds the preflights take, before a 25 GB copy starts.
+     */
+    after: pulumi.Input<pulumi.Resource>[];
 }
 
 /**
@@ -24,7 +29,8 @@ export interface ImageDistributionArgs {
  * resources and copy in parallel; with source=host the source host's ID is the expected ID everywhere else.
  * With distribution=chain one ImageChain resource first streams the image along all hosts that lack it (each loads
  * and forwards at once), so the per-host resources find it present and only verify its ID and architecture; the
- * source's own check does not wait for the copy, so whatever runs there (the Ray head) starts meanwhile.
+ * source's own check does not wait for the copy, so whatever runs there (the Ray head) starts meanwhile. Nothing is
+ * copied or checked before every host's preflight has passed (`after`).
  */
 export class ImageDistribution extends pulumi.ComponentResource {
     /** Image ID by node name. */
@@ -58,7 +64,7 @@ export class ImageDistribution extends pulumi.ComponentResource {
                     hostArch: n.arch,
                 },
                 // the source already holds the image: its check (and the Ray head behind it) does not wait for the copy
-                { parent: this, dependsOn: chain && n !== sourceNode ? [chain] : [] },
+                { parent: this, dependsOn: chain && n !== sourceNode ? [...args.after, chain] : args.after },
             );
 
         const ids: Record<string, pulumi.Output<string>> = {};
@@ -89,7 +95,7 @@ export class ImageDistribution extends pulumi.ComponentResource {
                 source: origin.kind === "host" ? { kind: "host", node: origin.node, target: origin.target } : { kind: "local" },
                 members: members.map((n) => ({ node: n.node.name, target: n.ssh })),
             },
-            { parent: this },
+            { parent: this, dependsOn: args.after },
         );
     }
 }

@@ -9,6 +9,8 @@ export interface ModelDistributionArgs {
     sourceNode: string;
     /** Every node of the stack, in stack order (the chain's order). */
     nodes: SparkNode[];
+    /** What must pass before the model is read or copied: every host's preflight. */
+    after: pulumi.Input<pulumi.Resource>[];
 }
 
 /**
@@ -35,7 +37,7 @@ export class ModelDistribution extends pulumi.ComponentResource {
                 source: { node: source.node.name, target: source.ssh },
                 members: args.nodes.filter((n) => n !== source).map((n) => ({ node: n.node.name, target: n.ssh })),
             },
-            { parent: this },
+            { parent: this, dependsOn: args.after },
         );
         this.digest = chain.digest;
 

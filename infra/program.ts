@@ -75,9 +75,16 @@ export function buildCluster(cfg: ClusterConfig, stack: string): ClusterOutputs 
     const host = (name: string): SparkNode => hosts.get(name)!;
     const head = host(cfg.head.name);
 
-    const image = new ImageDistribution("image", { ...cfg.image, nodes: [...hosts.values()] });
+    // No copy starts before every host's preflight has passed: a failed one ends `up` in seconds, whatever the image.
+    const preflights = [...hosts.values()].map((h) => h.preflight);
+    const image = new ImageDistribution("image", { ...cfg.image, nodes: [...hosts.values()], after: preflights });
     const model = cfg.model.source
-        ? new ModelDistribution("model", { hostPath: cfg.model.hostPath, sourceNode: cfg.model.source, nodes: [...hosts.values()] })
+        ? new ModelDistribution("model", {
+              hostPath: cfg.model.hostPath,
+              sourceNode: cfg.model.source,
+              nodes: [...hosts.values()],
+              after: preflights,
+          })
         : undefined;
     const apiKey = new random.RandomPassword("api-key", { length: API_KEY_LENGTH, special: false });
     const roster = new Roster("roster", {

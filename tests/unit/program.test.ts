@@ -224,6 +224,15 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
         }
     });
 
+    test("no image is copied or checked before every host's preflight has passed", () => {
+        const run = runs[stack];
+        const cfg = configs[stack];
+        const preflights = cfg.nodes.map((n) => `${n.name}-preflight`).sort();
+        for (const name of ["image-chain", ...cfg.nodes.map((n) => `image-${n.name}`)]) {
+            expect(get(run, name).dependsOn).toEqual(expect.arrayContaining(preflights));
+        }
+    });
+
     test("dependencies are data: while the head container is being created (a preview), what is made from it is unknown", async () => {
         const cfg = configs[stack];
         const preview = await runStack(stack, cfg, { name: "ray-head-container", outputs: "unknown" });
@@ -678,6 +687,8 @@ describe("model.source: the model copied along a chain from that node, its diges
     test("backend native: every rank takes the digest", async () => {
         const run = await runStack("local-native", withSource("local-native", "spark-2"));
         const chain = get(run, "model-chain");
+        // nothing is read or copied before every host's preflight has passed
+        expect(chain.dependsOn).toEqual(expect.arrayContaining(["spark-1-preflight", "spark-2-preflight"]));
         expect((chain.inputs.members as { node: string }[]).map((m) => m.node)).toEqual(["spark-1"]);
         for (const r of ["serve-rank-0-container", "serve-rank-1-container"]) {
             expect(labelsOf(get(run, r))[DIGEST]).toBe(chain.outputs.digest);
