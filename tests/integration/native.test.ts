@@ -11,7 +11,7 @@ import { CONTAINER, LABEL } from "../../infra/contract";
 import { Project, changed, destroy, editConfig, expectOk, openProject, preview, removeProject, stateResources, up } from "./engine";
 import { Hosts, stackConfig } from "./hosts";
 import { Answer, greedyAnswer, tp1Reference } from "./reference";
-import { chat, completionTokens, mergeTimings, request } from "./support";
+import { chat, completionTokens, ensureServing, mergeTimings, request } from "./support";
 
 const STACK = "local-native";
 const TIMINGS_FILE = process.env.VCL_INTEGRATION_TIMINGS;
@@ -85,6 +85,11 @@ afterAll(async () => {
     }
 }, 600_000);
 
+/** Every test after the first converging up starts from a serving cluster, whatever the test before it left. */
+async function serving(): Promise<void> {
+    ({ endpoint, apiKey } = await ensureServing(p, model, { endpoint, apiKey }));
+}
+
 describe("backend native on the simulated hosts through the real Pulumi engine", () => {
     test("up: one vllm-serve per host (rank 0 on the head, rank 1 headless), no Ray container anywhere", async () => {
         const r = expectOk(await up(p));
@@ -110,6 +115,7 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
     }, 1_800_000);
 
     test("model.source: spark-2 got spark-1's model as regular files, checked file by file; both ranks carry its digest", async () => {
+        await serving();
         const chain = await modelChain();
         expect(chain.copied).toEqual([worker]);
         expect(chain.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
@@ -127,6 +133,7 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
     }, 120_000);
 
     test("serving: chat with the key 200, 401 without or with a wrong key", async () => {
+        await serving();
         expect((await request("GET", `${endpoint.replace(/\/v1$/, "")}/health`)).status).toBe(200);
         const ok = await chat(endpoint, model, apiKey);
         expect(ok.status).toBe(200);
@@ -136,6 +143,7 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
     }, 300_000);
 
     test("TP 2 across the two hosts (vLLM's own multi-node) generates exactly the tokens of TP 1 on one host, greedy", async () => {
+        await serving();
         const tp2 = await greedyAnswer(endpoint, model, apiKey);
         expect(tp2.completion).toHaveLength(16);
         expect(tp2.completion).toEqual(tp1.completion);
@@ -143,6 +151,7 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
     }, 300_000);
 
     test("the API key is in no container's docker inspect on either host, and the headless rank has no key file mount", async () => {
+        await serving();
         for (const n of [head, worker]) {
             expect(await hosts.must(n, ["docker", "inspect", CONTAINER.serve])).not.toContain(apiKey);
         }
@@ -150,12 +159,14 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
     }, 120_000);
 
     test("a second up changes nothing", async () => {
+        await serving();
         const r = expectOk(await up(p, { expectNoChanges: true }));
         timings["no-op-up"] = Math.round(r.seconds * 10) / 10;
         expect(changed(r)).toEqual([]);
     }, 600_000);
 
     test("a weight file damaged on spark-2: up --refresh sends that file back, and the serving ranks keep running", async () => {
+        await serving();
         const dir = hosts.cfg.model.hostPath;
         const good = await hosts.modelFiles(worker);
         const ranks = [await hosts.containerId(head, CONTAINER.serve), await hosts.containerId(worker, CONTAINER.serve)];
@@ -171,6 +182,7 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
     }, 600_000);
 
     test("a serve argument change replaces every rank and the readiness check, nothing else; the value is in effect", async () => {
+        await serving();
         const before = [await hosts.containerId(head, CONTAINER.serve), await hosts.containerId(worker, CONTAINER.serve)];
         const maxLen = hosts.cfg.serve.maxModelLen! / 2;
         editConfig(p, (c) => ((c.serve as Record<string, unknown>).maxModelLen = maxLen));
@@ -187,6 +199,7 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
     }, 1_800_000);
 
     test("a model the CPU kernels cannot run answers /health but fails readiness: up fails naming the completion, then converges", async () => {
+        await serving();
         // head_dim 16: vLLM's CPU attention has no kernel for it; the server starts, answers /health, and fails the
         // first real request (tests/testbed/selftest.sh shows the same by hand). /health alone would call it ready.
         const good = hosts.cfg.model.hostPath;

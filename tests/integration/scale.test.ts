@@ -102,6 +102,11 @@ test("adding spark-3 (TP 2 -> 3): its host, image, token file and worker are cre
 }, 1_200_000);
 
 test("removing spark-3 again converges in one up: its worker is cleared before the gate looks, nothing of the stack is left on it", async () => {
+    // the state this test starts from: a serving three-host cluster (the previous test's result), checked first
+    const state = (await p.stack.exportStack()).deployment.resources ?? [];
+    if (!state.some((r: { urn: string }) => r.urn.endsWith("::ray-worker-spark-3-container")) || (await serving()) !== 200) {
+        throw new Error("the three-host cluster is not serving after the previous test (no spark-3 worker in the state, or no completion)");
+    }
     editConfig(p, (c) => {
         (c.nodes as RawNode[]).pop();
         (c.serve as Record<string, unknown>).tensorParallelSize = 2;

@@ -1,6 +1,7 @@
 /** Shared by the integration test files: bounded HTTP to the serve endpoint, chat completions, timings. */
 import * as fs from "fs";
 import * as http from "http";
+import { Project, up } from "./engine";
 
 export interface HttpAnswer {
     status: number;
@@ -46,4 +47,50 @@ export function completionTokens(a: HttpAnswer): number {
 export function mergeTimings(file: string, timings: Record<string, number>): void {
     const previous = fs.existsSync(file) ? (JSON.parse(fs.readFileSync(file, "utf8")) as Record<string, number>) : {};
     fs.writeFileSync(file, JSON.stringify({ ...previous, ...timings }, null, 2));
+}
+
+/** Where a serving stack answers, and its key. */
+export interface Serving {
+    endpoint: string;
+    apiKey: string;
+}
+
+/**
+ * The serving cluster that a test acts on. Each test that needs one starts here instead of trusting the test before
+ * it: the endpoint and key come from the stack's outputs when not known yet; a cluster that does not answer a real
+ * completion is converged again (`up --refresh`), and when even that fails the test fails with that cause, so one
+ * broken step does not turn into failures that say nothing ("Invalid URL") in every test after it.
+ */
+export async function ensureServing(p: Project, model: string, known: Serving): Promise<Serving> {
+    let s = { ...known };
+    const problem = async (): Promise<string> => {
+        if (!s.endpoint || !s.apiKey) {
+            const outs = await p.stack.outputs();
+            s = { endpoint: String(outs.endpoint?.value ?? ""), apiKey: String(outs.apiKey?.value ?? "") };
+        }
+        if (!s.endpoint || !s.apiKey) {
+            return "the stack has no endpoint or apiKey output (no up has converged)";
+        }
+        try {
+            const r = await chat(s.endpoint, model, s.apiKey);
+            return r.status === 200 ? "" : `a chat completion with the key answered ${r.status}: ${r.body.slice(0, 200)}`;
+        } catch (e) {
+            return `a chat completion with the key failed: ${(e as Error).message}`;
+        }
+    };
+    const why = await problem();
+    if (why === "") {
+        return s;
+    }
+    console.warn(`cluster not serving after the previous test (${why}); converging it with up --refresh`);
+    const r = await up(p, { refresh: true });
+    if (!r.ok) {
+        throw new Error(`cluster not serving after the previous test: ${why}; up --refresh failed too: ${r.error}`);
+    }
+    s = { endpoint: "", apiKey: "" };
+    const still = await problem();
+    if (still !== "") {
+        throw new Error(`cluster not serving after the previous test: ${why}; after up --refresh: ${still}`);
+    }
+    return s;
 }

@@ -279,7 +279,9 @@ describe("setup/timeline.py --png (Pillow from setup/timeline.sh's cache)", () =
         if (r.status !== 0) {
             throw new Error(`setup/timeline.sh could not install Pillow into ${PILLOW_DIR}: ${r.stderr}`);
         }
-        expect(run("python3", ["-c", "from PIL import ImageFont; ImageFont.load_default(size=13)"], { PYTHONPATH: PILLOW_DIR }).status).toBe(0);
+        expect(
+            run("python3", ["-c", "from PIL import ImageFont; ImageFont.load_default(size=13)"], { PYTHONPATH: PILLOW_DIR }).status,
+        ).toBe(0);
     }, 320_000);
 
     test("a PNG 1200 px wide, 22 px a row for each step and the total, plus the title/axis margins", () => {
