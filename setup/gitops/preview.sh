@@ -3,16 +3,20 @@
 # Usage: setup/gitops/preview.sh <stack> [markdown-out]
 # Exit code is pulumi's: non-zero when the program fails (bad config names the key) or a mandatory policy fails.
 # Secrets stay secret: Pulumi masks secret values in the diff, and nothing here echoes the environment.
+# Needs the state backend and the config passphrase only: a preview opens no ssh connection, so no deploy key.
+# GITOPS_SSH_DIR, when set, names the directory the deploy job keeps its key in, so the preview computes the same
+# ssh options the deploy records (see gitops_config_file in lib.sh); no file there is read.
 set -euo pipefail
 stack=${1:?usage: preview.sh <stack> [markdown-out]}
 out=${2:-}
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 gitops_select_stack preview "$stack"
+gitops_config_file preview "$stack"
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+trap 'rm -f "$log"; [[ -z "$GITOPS_CONFIG_TMP" ]] || rm -rf "$GITOPS_CONFIG_TMP"' EXIT
 set +e
-pulumi preview --stack "$stack" --diff --policy-pack policies --non-interactive --color never 2>&1 | tee "$log"
+pulumi preview --stack "$stack" "${GITOPS_CONFIG_ARGS[@]}" --diff --policy-pack policies --non-interactive --color never 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 
