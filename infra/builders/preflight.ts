@@ -13,19 +13,27 @@ import { SshTarget, remoteScriptCommand } from "./ssh";
  * configured on the named interface, no other process holds a host port this node's containers will listen on
  * (`ports`), and (with the nvidia runtime) the GPU count matches. It also creates the node's state dir
  * (<stateDir>/<node>/tmp, the /tmp of every container of the node, and <stateDir>/<node>/cache, its compile
- * caches) as the login user. Prints one JSON line of facts: {"node","arch","dockerVersion","gpusSeen"}.
+ * caches) as the login user, private to it (0700), refusing one that another user owns. Prints one JSON line of facts: {"node","arch","dockerVersion","gpusSeen"}.
  */
 export function preflightScript(n: NodeConfig, stateDir: string, ports: readonly number[]): string {
-    const dirs = [sharedTmpHostDir(stateDir, n.name), compileCacheHostDir(stateDir, n.name)].map(shellQuote).join(" ");
+    const nodeDir = nodeStateDir(stateDir, n.name);
+    const dirs = [nodeDir, sharedTmpHostDir(stateDir, n.name), compileCacheHostDir(stateDir, n.name)].map(shellQuote).join(" ");
     const lines = [
         "set -u",
         `node=${shellQuote(n.name)}`,
         `fail() { echo "preflight failed on node $node (${n.sshUser}@${n.sshHost}): $*" >&2; exit 1; }`,
         // Created here, as the login user, before any container: docker would create missing bind-mount
-        // sources owned by root, and the API key install (run as the login user) could not write there.
-        `mkdir -p ${dirs} && chmod 1777 ${dirs} && [ -w ${shellQuote(nodeStateDir(stateDir, n.name))} ] || fail ${shellQuote(
-            `state dir ${nodeStateDir(stateDir, n.name)} is not writable`,
-        )}`,
+        // sources owned by root, and the API key install (run as the login user) could not write there. They hold
+        // what every container executes or trusts (its /tmp, where Ray keeps its session; pickled compile
+        // artifacts; the key and token files): owned by the login user, mode 0700, so no other local user of the
+        // host can plant or swap anything there. A directory someone else owns is refused, never taken over.
+        `sd=${shellQuote(stateDir)}`,
+        `[ -L "$sd" ] || ! [ -d "$sd" ] || [ -z "$(find "$sd" -maxdepth 0 -perm -0002 ! -perm -1000)" ] || fail "state dir $sd is writable by every user and not sticky; another user could replace ${nodeDir}"`,
+        `(umask 077 && mkdir -p ${dirs}) || fail ${shellQuote(`could not create ${nodeDir} and its tmp and cache directories`)}`,
+        `for d in ${dirs}; do`,
+        `    if [ -L "$d" ] || ! [ -O "$d" ]; then fail "$d is not a directory owned by $(id -un) (owner: $(stat -c %U "$d" 2>/dev/null)); remove it or give it to $(id -un)"; fi`,
+        `    chmod 700 "$d" || fail "could not make $d private (chmod 700)"`,
+        `done`,
         `command -v docker >/dev/null 2>&1 || fail "docker CLI not found"`,
         `dver=$(docker version --format '{{.Server.Version}}' 2>&1) || fail "docker engine unreachable: $dver"`,
         `command -v ip >/dev/null 2>&1 || fail "ip (iproute2) not found"`,

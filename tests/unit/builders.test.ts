@@ -251,7 +251,34 @@ describe("preflight", () => {
         const ok = spawnSync("sh", ["-c", preflightScript(sim, stateDir, [])], { encoding: "utf8", env });
         expect(ok.status).toBe(0);
         expect(JSON.parse(ok.stdout)).toMatchObject({ node: "spark-2", dockerVersion: "28.0.1", gpusSeen: 1 });
-        expect(fs.statSync(path.join(stateDir, "spark-2", "tmp")).mode & 0o7777).toBe(0o1777);
+        // private to the login user: no other local user can plant code in a container's /tmp or its compile caches
+        for (const d of ["", "tmp", "cache"]) {
+            expect(fs.statSync(path.join(stateDir, "spark-2", d)).mode & 0o7777).toBe(0o700);
+        }
+        // a link planted in place of a directory is refused, never followed
+        const cache = path.join(stateDir, "spark-2", "cache");
+        const me = os.userInfo().username;
+        fs.rmSync(cache, { recursive: true });
+        fs.symlinkSync(os.tmpdir(), cache);
+        const linked = spawnSync("sh", ["-c", preflightScript(sim, stateDir, [])], { encoding: "utf8", env });
+        expect(linked.status).toBe(1);
+        expect(linked.stderr).toContain(`${cache} is not a directory owned by ${me}`);
+        fs.rmSync(cache);
+        if (process.getuid?.() === 0) {
+            // a directory another user made (or a world-writable one from an earlier release) is refused too
+            fs.mkdirSync(cache, { mode: 0o1777 });
+            fs.chownSync(cache, 65534, 65534);
+            const planted = spawnSync("sh", ["-c", preflightScript(sim, stateDir, [])], { encoding: "utf8", env });
+            expect(planted.status).toBe(1);
+            expect(planted.stderr).toContain(`${cache} is not a directory owned by root (owner: nobody)`);
+            fs.rmSync(cache, { recursive: true });
+        }
+        // a stateDir every user can write without the sticky bit would let any of them rename ours away
+        fs.chmodSync(stateDir, 0o777);
+        const open = spawnSync("sh", ["-c", preflightScript(sim, stateDir, [])], { encoding: "utf8", env });
+        expect(open.status).toBe(1);
+        expect(open.stderr).toContain(`state dir ${stateDir} is writable by every user and not sticky`);
+        fs.chmodSync(stateDir, 0o755);
 
         const wrongIp = spawnSync("sh", ["-c", preflightScript({ ...sim, fabricIp: "10.232.0.1" }, stateDir, [])], {
             encoding: "utf8",
@@ -286,7 +313,7 @@ describe("preflight", () => {
             fs.writeFileSync(path.join(bin, name), `#!/bin/sh\n${body}\n`, { mode: 0o755 });
         };
         // PATH is only this directory: the fakes plus the real tools the script needs (so `ss` can be missing)
-        for (const tool of ["mkdir", "chmod", "grep", "awk", "tr", "uname", "cat"]) {
+        for (const tool of ["mkdir", "chmod", "grep", "awk", "tr", "uname", "cat", "find", "id", "stat"]) {
             const real = spawnSync("sh", ["-c", `command -v ${tool}`], { encoding: "utf8" }).stdout.trim();
             fs.symlinkSync(real, path.join(bin, tool));
         }
@@ -632,23 +659,35 @@ describe("vllm serve", () => {
         expect(joinFingerprint(["b", "a"])).not.toBe(fp);
     });
 
-    test("entrypoint reads the key from the mounted file into the exec'd process only", () => {
+    test("entrypoint: the key in no environment; the guard, in a fresh private directory, reads the key file", () => {
         expect(SERVE_ENTRYPOINT[0]).toBe("/bin/sh");
         expect(SERVE_ENTRYPOINT[3]).toBe("vllm-serve");
-        // the entrypoint really passes the command through, with the key only in the environment
+        expect(SERVE_ENTRYPOINT[2]).not.toContain("VLLM_API_KEY");
+        // the entrypoint really passes the command through; the key stays in the file, whose path the guard gets
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ep-"));
         const script = SERVE_ENTRYPOINT[2]
             .replace("/run/vllm-cluster/api-key", path.join(dir, "k"))
-            .replaceAll("/tmp/vllm-cluster-guard", dir);
+            .replaceAll("/run/vllm-cluster-guard.", `${dir}/guard.`);
         fs.writeFileSync(path.join(dir, "k"), "s3cret");
         const r = spawnSync(
             "/bin/sh",
-            ["-c", script, "vllm-serve", "sh", "-c", 'printf "%s|%s|%s|%s" "$VLLM_API_KEY" "$0" "$*" "$PYTHONPATH"', "zero"],
+            [
+                "-c",
+                script,
+                "vllm-serve",
+                "sh",
+                "-c",
+                'printf "%s|%s|%s|%s|%s" "$(env | grep -c s3cret)" "$0" "$*" "$PYTHONPATH" "$VLLM_CLUSTER_API_KEY_FILE"',
+                "zero",
+            ],
             { encoding: "utf8", env: { PATH: process.env.PATH } },
         );
-        // the key in the environment; the server gets the guard as --middleware, importable from its directory
-        expect(r.stdout).toBe(`s3cret|zero|--middleware vllm_cluster_guard.RequireKey|${dir}`);
-        expect(fs.readFileSync(path.join(dir, "vllm_cluster_guard.py"), "utf8")).toBe(GUARD_PY.trimEnd() + "\n");
+        const [inEnv, zero, args, pythonPath, keyPath] = r.stdout.split("|");
+        expect([inEnv, zero, args, keyPath]).toEqual(["0", "zero", "--middleware vllm_cluster_guard.RequireKey", path.join(dir, "k")]);
+        // a directory of its own, made by mktemp (0700), not a fixed path someone else could make first
+        expect(pythonPath).toMatch(new RegExp(`^${dir}/guard\\.[A-Za-z0-9]{6}$`));
+        expect(fs.statSync(pythonPath).mode & 0o777).toBe(0o700);
+        expect(fs.readFileSync(path.join(pythonPath, "vllm_cluster_guard.py"), "utf8")).toBe(GUARD_PY.trimEnd() + "\n");
         fs.rmSync(dir, { recursive: true });
     });
 
@@ -661,7 +700,9 @@ describe("vllm serve", () => {
         const keyFile = path.join(dir, "k");
         make(keyFile);
         const ran = path.join(dir, "ran");
-        const script = SERVE_ENTRYPOINT[2].replace("/run/vllm-cluster/api-key", keyFile).replaceAll("/tmp/vllm-cluster-guard", dir);
+        const script = SERVE_ENTRYPOINT[2]
+            .replace("/run/vllm-cluster/api-key", keyFile)
+            .replaceAll("/run/vllm-cluster-guard.", `${dir}/guard.`);
         const r = spawnSync("/bin/sh", ["-c", script, "vllm-serve", "sh", "-c", `touch ${ran}`], { encoding: "utf8" });
         expect(r.status).toBe(NO_API_KEY_EXIT);
         expect(r.stderr).toContain(`vllm-serve: no API key in ${keyFile}`);
