@@ -99,7 +99,7 @@ export const serveRequiresApiKey: ResourceValidationPolicy = {
                 if (API_KEY_FLAG.test(word)) {
                     reportViolation(
                         `${who}: the command line passes --api-key, which shows the key in ps and docker inspect. ` +
-                            `Remove it; vLLM reads VLLM_API_KEY, which the entrypoint loads from ${typeof keyFile === "string" ? keyFile : "the key file"}.`,
+                            `Remove it; the key belongs in the read-only key file (${typeof keyFile === "string" ? keyFile : "the key file"}).`,
                     );
                 } else if (LITERAL_KEY_ASSIGNMENT.test(word)) {
                     reportViolation(

@@ -12,20 +12,22 @@ export type ServedModel = Pick<ModelConfig, "containerPath" | "servedName">;
 export const NO_API_KEY_EXIT = 78;
 
 /**
- * Reads the key from the read-only mounted file into the environment of the exec'd process only, so it is in
- * neither the container's Cmd nor its Env (`docker inspect`, `ps`). Fails closed: without a readable, non-empty
- * regular file (missing, a directory that a bind mount made in its place, unreadable, empty) the server is never
- * started, because vLLM with an empty VLLM_API_KEY serves everyone.
- */
-/**
  * The key on every route but health, metrics and version (infra/scripts/vllm_cluster_guard.py): vLLM's own
- * --api-key leaves /invocations, /tokenize, /scale_elastic_ep and more open. Written into the container at start and loaded
- * with --middleware, so it works with any vLLM image.
+ * --api-key leaves /invocations, /tokenize, /scale_elastic_ep and more open. Written into the container at start and
+ * loaded with --middleware, so it works with any vLLM image.
  */
 export const GUARD_PY = fs.readFileSync(path.join(__dirname, "..", "scripts", "vllm_cluster_guard.py"), "utf8");
-const GUARD_DIR = "/tmp/vllm-cluster-guard";
 const GUARD_EOF = "VLLM_CLUSTER_GUARD_PY";
 
+/**
+ * Fails closed: without a readable, non-empty regular file at the key path (missing, a directory that a bind mount
+ * made in its place, unreadable, empty) the server is never started. The key itself is in no process's environment
+ * and on no command line: the guard reads it from the read-only mounted file. (vLLM copies its known variables,
+ * VLLM_API_KEY among them, to every Ray worker, so an exported key would sit in process environments on hosts that
+ * never serve and cross the fabric in Ray's RPC.) The guard's module goes to a fresh private directory, in the
+ * container's own file system where the image's user can write there: never to a fixed path under /tmp, a host
+ * directory that every container of the node shares.
+ */
 export const SERVE_ENTRYPOINT = [
     "/bin/sh",
     "-c",
@@ -34,11 +36,13 @@ export const SERVE_ENTRYPOINT = [
         `k=`,
         `if [ -f "$f" ] && [ -r "$f" ]; then k="$(cat "$f")"; fi`,
         `if [ -z "$k" ]; then echo "vllm-serve: no API key in $f (missing, not a file, unreadable or empty); refusing to serve without one" >&2; exit ${NO_API_KEY_EXIT}; fi`,
-        `mkdir -p ${GUARD_DIR} || exit 1`,
-        `cat > ${GUARD_DIR}/vllm_cluster_guard.py <<'${GUARD_EOF}' || exit 1`,
+        `unset k`,
+        // a fresh private directory (a fixed path in a shared one is where someone else plants a module first)
+        `g=$(mktemp -d /run/vllm-cluster-guard.XXXXXX 2>/dev/null || mktemp -d) || exit 1`,
+        `cat > "$g/vllm_cluster_guard.py" <<'${GUARD_EOF}' || exit 1`,
         GUARD_PY.trimEnd(),
         GUARD_EOF,
-        `PYTHONPATH="${GUARD_DIR}\${PYTHONPATH:+:$PYTHONPATH}" VLLM_API_KEY="$k" exec "$@" --middleware vllm_cluster_guard.RequireKey`,
+        `PYTHONPATH="$g\${PYTHONPATH:+:$PYTHONPATH}" VLLM_CLUSTER_API_KEY_FILE="$f" exec "$@" --middleware vllm_cluster_guard.RequireKey`,
     ].join("\n"),
     "vllm-serve",
 ];

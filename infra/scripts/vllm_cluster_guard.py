@@ -3,8 +3,10 @@
 vLLM's own key check guards only the paths under /v1, /v2, /inference and /cohere: /invocations (a completion
 endpoint), /tokenize, /detokenize, /scale_elastic_ep and others answer anyone. The serve container's
 entrypoint loads this module with `vllm serve ... --middleware vllm_cluster_guard.RequireKey`; it reads the key
-from VLLM_API_KEY (set by the entrypoint from the key file) and refuses every request without it, except OPEN.
-Without a key in the environment it refuses everything but OPEN (fails closed).
+from the file that VLLM_CLUSTER_API_KEY_FILE names (the read-only mounted key file: the key itself is in no
+process's environment) and refuses every request without it, except OPEN. Without a readable, non-empty key file it
+refuses everything but OPEN (fails closed). OPTIONS passes only as a CORS preflight (with
+Access-Control-Request-Method), which carries no credentials by design.
 """
 
 import hashlib
@@ -14,6 +16,15 @@ import secrets
 # Read-only, and nothing about the model or its inputs: what load balancers and Prometheus need without a key.
 OPEN = frozenset(["/health", "/ping", "/metrics", "/version"])
 UNAUTHORIZED = b'{"error":"Unauthorized"}'
+
+
+def read_key(path):
+    """The key in `path` without the trailing newlines a shell's $(cat) drops too; "" when there is none."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().rstrip("\n")
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def _digest(value):
@@ -29,6 +40,12 @@ def authorized(headers, key):
     return scheme.lower() == "bearer" and secrets.compare_digest(_digest(token), _digest(key))
 
 
+def cors_preflight(scope):
+    """An OPTIONS request that a browser sends before a cross-origin call (it never carries credentials)."""
+    headers = dict(scope.get("headers") or [])
+    return scope.get("method") == "OPTIONS" and b"access-control-request-method" in headers
+
+
 def route(scope):
     root = scope.get("root_path", "")
     path = scope.get("path", "")
@@ -40,10 +57,10 @@ class RequireKey:
 
     def __init__(self, app):
         self.app = app
-        self.key = os.environ.get("VLLM_API_KEY", "")
+        self.key = read_key(os.environ.get("VLLM_CLUSTER_API_KEY_FILE", ""))
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] not in ("http", "websocket") or scope.get("method") == "OPTIONS":
+        if scope["type"] not in ("http", "websocket") or cors_preflight(scope):
             return await self.app(scope, receive, send)
         if route(scope) in OPEN or authorized(scope.get("headers") or [], self.key):
             return await self.app(scope, receive, send)

@@ -3,12 +3,25 @@
  * against a stand-in app that records what reached it (no vLLM needed: the module uses only the standard library).
  */
 import { spawnSync } from "child_process";
+import * as fs from "fs";
+import * as os from "os";
 import * as path from "path";
 
 const MODULE_DIR = path.join(__dirname, "..", "..", "infra", "scripts");
 
 /** Sends each request through RequireKey and returns "status" per request (200 = reached the app). */
-function through(requests: { path: string; method?: string; auth?: string; type?: string }[], key: string | undefined): string[] {
+/** A key file as the program installs it (its content, or no file at all for undefined). */
+function keyFile(key: string | undefined): string {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "guard-"));
+    const f = path.join(dir, "api-key");
+    if (key !== undefined) fs.writeFileSync(f, key, { mode: 0o600 });
+    return f;
+}
+
+function through(
+    requests: { path: string; method?: string; auth?: string; type?: string; cors?: boolean }[],
+    key: string | undefined,
+): string[] {
     const py = `
 import asyncio, json, os, sys
 import vllm_cluster_guard as g
@@ -19,13 +32,19 @@ async def one(r):
     sent = []
     async def send(m): sent.append(m)
     headers = [(b"authorization", r["auth"].encode())] if r.get("auth") is not None else []
+    if r.get("cors"): headers.append((b"access-control-request-method", b"POST"))
     scope = {"type": r.get("type", "http"), "method": r.get("method", "POST"), "path": r["path"], "headers": headers}
     await g.RequireKey(app)(scope, None, send)
     return str(sent[0].get("status", sent[0].get("code")))
 print(json.dumps([asyncio.run(one(r)) for r in json.loads(sys.argv[1])]))
 `;
-    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, PYTHONPATH: MODULE_DIR, PYTHONDONTWRITEBYTECODE: "1" };
-    if (key !== undefined) env.VLLM_API_KEY = key;
+    // the key reaches the guard only as a file: nothing named VLLM_API_KEY (vLLM would copy it to every Ray worker)
+    const env: NodeJS.ProcessEnv = {
+        PATH: process.env.PATH,
+        PYTHONPATH: MODULE_DIR,
+        PYTHONDONTWRITEBYTECODE: "1",
+        VLLM_CLUSTER_API_KEY_FILE: keyFile(key),
+    };
     const r = spawnSync("python3", ["-c", py, JSON.stringify(requests)], { encoding: "utf8", env });
     if (r.status !== 0) throw new Error(r.stderr);
     return JSON.parse(r.stdout) as string[];
@@ -60,17 +79,27 @@ test("a wrong key, another scheme or a bare key is refused", () => {
     ).toEqual(["401", "401", "401"]);
 });
 
-test("health, ping, metrics and version stay open; OPTIONS passes (CORS preflight)", () => {
+test("health, ping, metrics and version stay open; OPTIONS passes only as a CORS preflight", () => {
     expect(
         through(
             ["/health", "/ping", "/metrics", "/version"].map((p) => ({ path: p, method: "GET" })),
             "k3y",
         ),
     ).toEqual(["200", "200", "200", "200"]);
-    expect(through([{ path: "/invocations", method: "OPTIONS" }], "k3y")).toEqual(["200"]);
+    expect(through([{ path: "/invocations", method: "OPTIONS", cors: true }], "k3y")).toEqual(["200"]);
+    // a plain OPTIONS is a request like any other: vLLM's routes may answer it
+    expect(through([{ path: "/invocations", method: "OPTIONS" }], "k3y")).toEqual(["401"]);
 });
 
-test("no key in the environment: everything but the open routes is refused (fails closed)", () => {
+test("the key file as a shell reads it: a trailing newline is not part of the key", () => {
+    expect(through([{ path: "/invocations", auth: "Bearer k3y" }], "k3y\n")).toEqual(["200"]);
+});
+
+test("an empty key file refuses everything but the open routes (fails closed)", () => {
+    expect(through([{ path: "/invocations", auth: "Bearer " }, { path: "/health" }], "")).toEqual(["401", "200"]);
+});
+
+test("no key file: everything but the open routes is refused (fails closed)", () => {
     expect(
         through(
             [{ path: "/invocations", auth: "Bearer " }, { path: "/v1/models", auth: "Bearer anything" }, { path: "/health" }],
