@@ -175,7 +175,38 @@ check "a wrong key: 401" test "$(code -H 'Authorization: Bearer nope' "$URL/v1/m
 check "/metrics is vLLM's own, counting the request" bash -c "curl -sS --max-time 10 $URL/metrics |
   grep -Eq '^vllm:request_success_total\\{.*model_name=\"tiny\".*\\} [1-9]'"
 mem_report "vLLM TP 1 serving on spark-1"
+# vLLM's own choice of kernel library on this CPU, read back from the server's processes (never imported by name)
+kernels="$(on 1 docker exec vcl-selftest-serve vcl-kernels --ranks 2>&1)"
+printf '%s\n' "$kernels" | sed 's/^/  kernel library: /'
+want="$("$TB" cpu | sed -n 's/.*vLLM will load its \(_C[A-Z0-9_]*\) kernels.*/\1/p')"
+check "vLLM loaded the kernel library this CPU's flags call for ($want), in every process that loaded one" \
+  bash -c "[ -n '$want' ] && ! printf '%s\n' \"\$1\" | grep -v ': $want\$' | grep -q . && printf '%s\n' \"\$1\" | grep -q ': $want\$'" _ "$kernels"
 on 1 docker rm -f vcl-selftest-serve >/dev/null
+
+say "the AVX2 path whatever this CPU: VCL_TESTBED_CPU_ISA=avx2, tensor parallel 2 in one container (two ranks)"
+t0=$SECONDS
+on 1 docker run -d --name vcl-selftest-avx2 --network host --ipc host -e VLLM_CPU_KVCACHE_SPACE=1 \
+  -e "VLLM_HOST_IP=$(fab_ip 1)" -e VCL_TESTBED_CPU_ISA=avx2 -e 'VLLM_CPU_OMP_THREADS_BIND=0|1' \
+  -v "$STATE/models:/models:ro" --mount "type=bind,source=$WORK/api-key,target=/run/vllm-cluster/api-key,readonly" \
+  --entrypoint /bin/sh "$IMAGE" -c "$ENTRY" vllm-serve \
+  vllm serve /models/tiny-qwen2 --served-model-name tiny --host 0.0.0.0 --port 8104 --max-model-len 512 \
+  --dtype float32 --enforce-eager --tensor-parallel-size 2 --distributed-executor-backend mp >/dev/null
+URLA="http://$(mgmt_ip 1):8104"
+if poll 420 "$URLA/health (TP 2 on the AVX2 path) to answer 200" healthy "$URLA"; then
+  answer="$(curl -sS --max-time 120 -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' -d "$(chat hello)" \
+    "$URLA/v1/chat/completions" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["usage"]["completion_tokens"], json.dumps(r["choices"][0]["message"]["content"]))' 2>&1)"
+  TIMINGS+=("vLLM TP 2 on the AVX2 path, start to first completion: $((SECONDS - t0))s")
+  say "AVX2 path: completion (tokens, text): $answer"
+  check "AVX2 path: a real chat completion with generated tokens" bash -c "[ \"\${1%% *}\" -gt 0 ] 2>/dev/null" _ "$answer"
+  kernels="$(on 1 docker exec vcl-selftest-avx2 vcl-kernels --ranks 2>&1)"
+  printf '%s\n' "$kernels" | sed 's/^/  kernel library (AVX2 path): /'
+  check "AVX2 path: both tensor-parallel ranks loaded _C_AVX2, and no process loaded another kernel library" \
+    bash -c "[ \"\$(printf '%s\n' \"\$1\" | grep -c 'Worker_TP[01]\].*: _C_AVX2\$')\" = 2 ] &&
+      ! printf '%s\n' \"\$1\" | grep -v ': _C_AVX2\$' | grep -q ." _ "$kernels"
+else
+  fail "AVX2 path: /health answers 200" "$(on 1 docker logs --tail 30 vcl-selftest-avx2 2>&1)"
+fi
+on 1 docker rm -f vcl-selftest-avx2 >/dev/null
 
 say "fail closed: no key file means no server"
 mkdir -p "$WORK/empty-dir"

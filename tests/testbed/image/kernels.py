@@ -71,14 +71,15 @@ def ranks():
         if not libs:
             continue
         try:
-            comm = open(f"{d}/comm").read().strip()
+            # vLLM names its processes in argv (setproctitle: "VLLM::Worker_TP1"); comm would cut that to 15 chars
+            name = open(f"{d}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace").strip()[:60]
         except OSError:
-            comm = "?"
-        rows.append((pid, comm, libs))
+            name = "?"
+        rows.append((pid, name, libs))
     if not rows:
         sys.exit("vcl-kernels: no process of this container has loaded a vLLM kernel library")
-    for pid, comm, libs in rows:
-        print(f"pid {pid} {comm}: {' '.join(libs)}")
+    for pid, name, libs in rows:
+        print(f"pid {pid} [{name}]: {' '.join(libs)}")
 
 
 def main():
