@@ -5,7 +5,7 @@
  */
 import * as fs from "fs";
 import { RAY_TOKEN_ENV } from "../../infra/builders/containers";
-import { RAY_TOKEN_CONTAINER_PATH, apiKeyHostPath, compileCacheHostDir, rayTokenHostPath } from "../../infra/builders/node";
+import { RAY_TOKEN_CONTAINER_PATH, apiKeyHostPath, compileCacheHostDir, nodeStateDir, rayTokenHostPath } from "../../infra/builders/node";
 import { shellQuote } from "../../infra/builders/quote";
 import { CONTAINER } from "../../infra/contract";
 import {
@@ -265,6 +265,53 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
         expect((await hosts.must(head, ["stat", "-c", "%a %F", keyFile])).trim()).toBe("600 regular file");
     }, 300_000);
 
+    test("neither the API key nor the Ray token is in any process environment of any container on any host", async () => {
+        await serving();
+        const token = (await hosts.must(head, ["cat", rayTokenHostPath(hosts.cfg.stateDir, head)])).trim();
+        expect(token.length).toBeGreaterThanOrEqual(32);
+        let scanned = 0;
+        for (const n of [head, worker]) {
+            for (const c of (await hosts.must(n, ["docker", "ps", "--quiet"])).trim().split("\n").filter(Boolean)) {
+                // every process of the container, Ray's workers and vLLM's ranks included, as the container sees them
+                const env = await hosts.must(n, [
+                    "docker",
+                    "exec",
+                    c,
+                    "sh",
+                    "-c",
+                    'for e in /proc/[0-9]*/environ; do tr "\\0" "\\n" <"$e" 2>/dev/null; echo; echo "--- $e"; done',
+                ]);
+                scanned += (env.match(/^--- /gm) ?? []).length;
+                expect(env).toContain("VLLM_HOST_IP=");
+                expect(env).not.toContain(apiKey);
+                expect(env).not.toContain(token);
+            }
+        }
+        // the head's Ray and serve processes and the worker's: far more than the containers' own shells
+        expect(scanned).toBeGreaterThan(10);
+        timings["environ-processes-scanned"] = scanned;
+    }, 300_000);
+
+    test("each node's state directories are private to the login user: another local user can plant nothing there", async () => {
+        for (const n of [head, worker]) {
+            const dir = nodeStateDir(hosts.cfg.stateDir, n);
+            const modes = await hosts.must(n, ["stat", "-c", "%a %U %n", dir, `${dir}/tmp`, `${dir}/cache`]);
+            expect(modes.trim().split("\n")).toEqual([`700 root ${dir}`, `700 root ${dir}/tmp`, `700 root ${dir}/cache`]);
+            // a local user other than the login user (nobody) tries what the review did: plant a module in /tmp
+            const planted = await hosts.on(n, [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+                `mkdir -p ${shellQuote(`${dir}/tmp/vllm-cluster-guard`)}`,
+            ]);
+            expect(planted.code).not.toBe(0);
+            expect(planted.stderr).toContain("Permission denied");
+        }
+    }, 120_000);
+
     test("a serve argument change: preview names the flag; up replaces only serve and its readiness check", async () => {
         await serving();
         const before = await ids();
@@ -277,8 +324,23 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
         const at = serveCommandIndex("--max-model-len") + 1;
         expect(pv.output).toContain(`~ [${at}]: "${hosts.cfg.serve.maxModelLen}" => "${maxLen}"`);
 
+        // The review's plant: a guard package that lets everything through, in the directory under the node's /tmp
+        // from which the serve entrypoint used to import the guard (a package there wins over the module written
+        // beside it). The new server must not import it.
+        const plant = `${nodeStateDir(hosts.cfg.stateDir, head)}/tmp/vllm-cluster-guard`;
+        await hosts.must(head, [
+            "sh",
+            "-c",
+            `mkdir -p ${shellQuote(`${plant}/vllm_cluster_guard`)} && printf '%s\\n' 'class RequireKey:' ` +
+                `'    def __init__(self, app): self.app = app' ` +
+                `'    async def __call__(self, scope, receive, send): return await self.app(scope, receive, send)' ` +
+                `>${shellQuote(`${plant}/vllm_cluster_guard/__init__.py`)}`,
+        ]);
         const r = expectOk(await timedUp("serve-arg-change-to-serving"));
         expect(changed(r)).toEqual(["replace serve-container", "replace serve-readiness"]);
+        expect((await chat(endpoint, model)).status).toBe(401);
+        expect((await request("POST", `${endpoint.replace(/\/v1$/, "")}/invocations`, { body: {} })).status).toBe(401);
+        await hosts.must(head, ["rm", "-rf", plant]);
         const after = await ids();
         expect(after.head).toBe(before.head);
         expect(after.worker).toBe(before.worker);
