@@ -7,7 +7,7 @@
  * Hosts reach each other with the operator's key through a forwarded, short-lived ssh-agent that holds only that
  * key, and verify each other's host keys against the operator's own known_hosts lines, shipped with the command.
  */
-import { shellJoin, shellQuote } from "./quote";
+import { shellJoin, shellQuote, shellPath } from "./quote";
 import { OWN_CONNECTION, SshTarget, sshArgv } from "./ssh";
 
 /** One host in the chain and the known_hosts lines (from the operator's file) that authenticate it. */
@@ -27,7 +27,7 @@ export function knownHostsName(t: Pick<SshTarget, "host" | "port">): string {
 
 /** Prints the known_hosts lines that authenticate `t` (hashed or not); empty output when there are none. */
 export function knownHostsLookupScript(t: SshTarget): string {
-    return `ssh-keygen -F ${shellQuote(knownHostsName(t))} -f ${shellQuote(t.knownHostsFile)} | grep -v '^#' || true`;
+    return `ssh-keygen -F ${shellQuote(knownHostsName(t))} -f ${shellPath(t.knownHostsFile)} | grep -v '^#' || true`;
 }
 
 /** What a chain carries: the shell commands at its two ends. */
@@ -119,7 +119,7 @@ export function chainAgentScript(key: SshTarget, noAgent: string): string[] {
         "set -uo pipefail",
         'eval "$(ssh-agent -s)" >/dev/null || { echo "cannot start ssh-agent" >&2; exit 1; }',
         "trap 'ssh-agent -k >/dev/null 2>&1' EXIT",
-        `ssh-add -q -t ${AGENT_KEY_LIFETIME_S} ${shellQuote(key.privateKeyPath)} </dev/null || { echo ${shellQuote(
+        `ssh-add -q -t ${AGENT_KEY_LIFETIME_S} ${shellPath(key.privateKeyPath)} </dev/null || { echo ${shellQuote(
             `cannot add ${key.privateKeyPath} to a temporary ssh-agent (${noAgent})`,
         )} >&2; exit 1; }`,
     ];

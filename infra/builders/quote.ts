@@ -13,3 +13,11 @@ export function shellQuote(s: string): string {
 export function shellJoin(argv: readonly string[]): string {
     return argv.map(shellQuote).join(" ");
 }
+
+/**
+ * A file path as one shell word, with a leading `~/` left to the shell as "$HOME": ssh expands `~` in its own
+ * options, but ssh-add and ssh-keygen -f take the path as given, so a quoted '~/.ssh/id_ed25519' names nothing.
+ */
+export function shellPath(p: string): string {
+    return p.startsWith("~/") ? `"$HOME"/${shellQuote(p.slice(2))}` : shellQuote(p);
+}

@@ -10,7 +10,8 @@ const apiKeyInstallScript = (stateDir: string, node: string) => secretInstallScr
 import { containerLabels } from "../../infra/builders/labels";
 import { nodeEnv } from "../../infra/builders/node";
 import { preflightCommand, preflightScript } from "../../infra/builders/preflight";
-import { shellJoin, shellQuote } from "../../infra/builders/quote";
+import { shellJoin, shellPath, shellQuote } from "../../infra/builders/quote";
+import { knownHostsLookupScript } from "../../infra/builders/chain";
 import {
     CLUSTER_PROBE_PY,
     clusterReadyCommand,
@@ -100,6 +101,23 @@ describe("shell quoting", () => {
         expect(shellQuote("--port=8001")).toBe("--port=8001");
         expect(shellQuote("it's")).toBe(`'it'\\''s'`);
         expect(shellQuote("")).toBe("''");
+    });
+
+    test("a path with ~/ is the user's home to ssh-add and ssh-keygen too (they do not expand ~ themselves)", () => {
+        const home = fs.mkdtempSync(path.join(os.tmpdir(), "home-"));
+        fs.mkdirSync(path.join(home, ".ssh"));
+        fs.writeFileSync(path.join(home, ".ssh", "known hosts"), "10.1.230.180 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOx7\n");
+        expect(shellPath("/etc/x y")).toBe("'/etc/x y'");
+        const r = spawnSync("sh", ["-c", `cat ${shellPath("~/.ssh/known hosts")}`], {
+            encoding: "utf8",
+            env: { ...process.env, HOME: home },
+        });
+        expect(r.stdout).toContain("10.1.230.180 ssh-ed25519");
+        // the chain's known_hosts lookup of a stack whose knownHostsFile is ~/.ssh/... (the spark stack's)
+        const lookup = knownHostsLookupScript({ ...target, host: "10.1.230.180", port: 22, knownHostsFile: "~/.ssh/known hosts" });
+        const found = spawnSync("sh", ["-c", lookup], { encoding: "utf8", env: { ...process.env, HOME: home } });
+        expect(found.stdout).toContain("10.1.230.180 ssh-ed25519");
+        fs.rmSync(home, { recursive: true });
     });
 
     test("a script nested in sh -c inside ssh survives both shells", () => {
