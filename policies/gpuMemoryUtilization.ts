@@ -1,5 +1,5 @@
 import { ResourceValidationPolicy } from "@pulumi/policy";
-import { findFlag, argv } from "./lib/commandLine";
+import { findVllmFlag, argv } from "./lib/commandLine";
 import { CONTAINER_TYPE, LABEL, describe, label, managedRole, viewContainer } from "./lib/container";
 
 export interface GpuMemoryUtilizationConfig {
@@ -41,7 +41,7 @@ export const gpuMemoryUtilization: ResourceValidationPolicy = {
         if (managedRole(c) !== "serve") return;
         const cfg = { ...gpuMemoryUtilizationDefaults, ...args.getConfig<Partial<GpuMemoryUtilizationConfig>>() };
 
-        const flag = findFlag(argv(c), "--gpu-memory-utilization");
+        const flag = findVllmFlag(argv(c), "--gpu-memory-utilization");
         if (flag.kind === "unknown") return;
         if (flag.kind === "no-value") {
             reportViolation(`${describe(c)}: --gpu-memory-utilization has no value. Set serve.gpuMemoryUtilization.`);

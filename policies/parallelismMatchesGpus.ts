@@ -1,12 +1,12 @@
 import { ReportViolation, StackValidationPolicy } from "@pulumi/policy";
-import { argv, findFlag } from "./lib/commandLine";
+import { argv, findVllmFlag } from "./lib/commandLine";
 import { ContainerView, LABEL, RAY_ROLES, UNKNOWN, describe, label, managedContainers, parseCount } from "./lib/container";
 
 type Count = { kind: "value"; value: number } | { kind: "unknown" } | { kind: "invalid"; text: string };
 
 /** A parallelism flag of the serve command; absent means vLLM's default of 1. */
 function parallelism(c: ContainerView, long: string, short: string): Count {
-    const flag = findFlag(argv(c), long, short);
+    const flag = findVllmFlag(argv(c), long, short);
     switch (flag.kind) {
         case "unknown":
             return { kind: "unknown" };

@@ -1,9 +1,13 @@
 import { ResourceValidationPolicy } from "@pulumi/policy";
 import { argv } from "./lib/commandLine";
+import { mayBeFlag } from "../infra/vllmFlags";
 import { ContainerView, LABEL, Maybe, UNKNOWN, describe, label, managedRole, viewContainer, CONTAINER_TYPE } from "./lib/container";
 
-/** `--api-key` / `--api_key` as its own word, `--api-key=...`, or inside a shell script string. */
-const API_KEY_FLAG = /(^|[\s"'])--api[-_]key(=|[\s"']|$)/;
+/**
+ * --api-key however vLLM would read it: `--api_key`, an abbreviation (`--api-ke`), with `=value` or not, as its
+ * own element or a word of a shell script string.
+ */
+const passesApiKey = (word: string) => mayBeFlag(word, "--api-key");
 /**
  * `VLLM_API_KEY=<literal>` inside a script puts the key in the shell's argv. Reading it at run time
  * (`VLLM_API_KEY="$(cat /run/...)"`) is the intended form and is allowed: the value starts with `$`.
@@ -96,7 +100,7 @@ export const serveRequiresApiKey: ResourceValidationPolicy = {
             if (!Array.isArray(list)) continue;
             for (const word of list) {
                 if (word === UNKNOWN) continue;
-                if (API_KEY_FLAG.test(word)) {
+                if (word.split(/\s+/).some((w) => passesApiKey(w.replace(/^["']+|["']+$/g, "")))) {
                     reportViolation(
                         `${who}: the command line passes --api-key, which shows the key in ps and docker inspect. ` +
                             `Remove it; the key belongs in the read-only key file (${typeof keyFile === "string" ? keyFile : "the key file"}).`,

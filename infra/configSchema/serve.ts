@@ -17,6 +17,7 @@ import {
     withDefault,
 } from "./fields";
 import { evenIfInvalid, problem, validFields } from "./rules";
+import { canonicalFlag, mayBeFlag } from "../vllmFlags";
 
 /**
  * vllm serve flags the program sets itself; repeating one in serve.extraArgs would silently override (or
@@ -50,16 +51,36 @@ export const MANAGED_SERVE_FLAGS: readonly string[] = [
 
 const SHM_RE = /^[1-9]\d*[bkmg]?$/i;
 
-/** The flag an extraArgs element sets, if it is a flag (`--x=1` and `--x` both give `--x`). */
-function flagOf(arg: string): string | undefined {
-    return arg.startsWith("-") ? arg.split("=", 1)[0] : undefined;
+/**
+ * The managed flag (or the reason) an extraArgs element would set, however it is spelled: `_` for `-`, an
+ * abbreviation (`--ho`, `--headl`, `-t`), `=value` or not. `--config` names a file whose keys set any flag, managed
+ * ones included, and `--` would turn what follows into positional arguments (the model): both are refused whole.
+ */
+export function managedFlagOf(arg: string): string | undefined {
+    const f = canonicalFlag(arg);
+    if (f === "--") {
+        return "-- (the end of options)";
+    }
+    if (f === "--config") {
+        return "--config (a file of serve arguments)";
+    }
+    return MANAGED_SERVE_FLAGS.find((m) => mayBeFlag(arg, m));
 }
 
-const isManaged = (arg: string) => MANAGED_SERVE_FLAGS.includes(flagOf(arg) ?? "");
-
 /** The message names the flag, never the element: it may carry a secret (an API key passed by mistake). */
-const extraArg = item().refine((arg) => !isManaged(arg), {
-    error: (iss) => `${flagOf(String(iss.input))} is managed by the program; set it through its own key (value not shown)`,
+const extraArg = item().superRefine((arg, ctx) => {
+    const managed = managedFlagOf(arg);
+    if (managed !== undefined) {
+        const spelled = canonicalFlag(arg);
+        ctx.addIssue({
+            code: "custom",
+            message:
+                spelled === managed || managed.startsWith(`${spelled} `)
+                    ? `${managed} is managed by the program; set it through its own key (value not shown)`
+                    : `${spelled} would set ${managed} (vLLM reads _ as - and takes any unambiguous prefix), which is managed by ` +
+                      "the program; set it through its own key (value not shown)",
+        });
+    }
 });
 
 export const serveFields = {

@@ -1,4 +1,5 @@
 import { ContainerView, Maybe, UNKNOWN, Unknown } from "./container";
+import { mayBeFlag } from "../../infra/vllmFlags";
 
 /**
  * The words a container runs: entrypoint then command. Elements are also split on whitespace, so a flag
@@ -34,6 +35,19 @@ function normalizeFlag(word: string): string {
  * word that is not known yet is reported as unknown: that word might have been the flag.
  */
 export function findFlag(words: Maybe<(string | Unknown)[]>, ...names: string[]): FlagLookup {
+    return lookup(words, names, (w, name) => normalizeFlag(w) === name);
+}
+
+/**
+ * findFlag as vLLM's parser reads its own flags: besides `_` for `-`, any unambiguous prefix sets the flag
+ * (`--tensor-parallel 1` is --tensor-parallel-size), so an abbreviation later on the line wins like the full name.
+ * Ray's CLI (click) takes no abbreviations: findFlag is for its flags.
+ */
+export function findVllmFlag(words: Maybe<(string | Unknown)[]>, ...names: string[]): FlagLookup {
+    return lookup(words, names, (w, name) => mayBeFlag(w.split("=", 1)[0], name));
+}
+
+function lookup(words: Maybe<(string | Unknown)[]>, names: string[], sets: (word: string, name: string) => boolean): FlagLookup {
     if (words === UNKNOWN) return { kind: "unknown" };
     if (words === undefined) return { kind: "absent" };
     let found: FlagLookup = { kind: "absent" };
@@ -44,15 +58,15 @@ export function findFlag(words: Maybe<(string | Unknown)[]>, ...names: string[])
             sawUnknown = true;
             continue;
         }
-        const norm = normalizeFlag(w);
         for (const name of names) {
-            if (norm === name) {
+            if (!sets(w.split("=", 1)[0], name)) continue;
+            if (w.includes("=")) {
+                found = { kind: "value", value: w.slice(w.indexOf("=") + 1) };
+            } else {
                 const next = words[i + 1];
                 if (next === UNKNOWN) found = { kind: "unknown" };
                 else if (next === undefined || (next.startsWith("-") && !/^-\d/.test(next))) found = { kind: "no-value" };
                 else found = { kind: "value", value: next };
-            } else if (norm.startsWith(`${name}=`)) {
-                found = { kind: "value", value: w.slice(w.indexOf("=") + 1) };
             }
         }
     }

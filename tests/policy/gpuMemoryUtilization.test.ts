@@ -33,6 +33,10 @@ describe("gpu-memory-utilization", () => {
         const cmd = withFlag(serve(), "--gpu-memory-utilization", undefined);
         cmd.command!.push("--gpu_memory_utilization=0.99");
         expect(await run(cmd)).toHaveLength(1);
+        // an abbreviation after the managed flag wins in vLLM's parser, so it is read here too
+        const abbreviated = serve();
+        abbreviated.command!.push("--gpu-memory", "0.99");
+        expect(await run(abbreviated)).toHaveLength(1);
     });
 
     it("rejects a value that is not a number", async () => {

@@ -35,6 +35,15 @@ describe("parallelism-matches-gpus", () => {
         expect(v[0].urn).toContain("::spark-1-serve");
     });
 
+    it("reads an abbreviation later on the line as vLLM does: it overrides the full flag", async () => {
+        const props = withLabel(serve(), "vllm-cluster.cluster-gpus", "2");
+        props.command!.push("--tensor-parallel", "1");
+        const v = await run(withServe(props));
+        expect(v.map((x) => x.message)).toEqual(
+            expect.arrayContaining([expect.stringContaining("--tensor-parallel-size 1 x --pipeline-parallel-size 1 = 1")]),
+        );
+    });
+
     it("reports a worker added without raising the parallelism", async () => {
         const stack = [...cluster(), { name: "spark-3-ray-worker", props: rayWorker("spark-3") }];
         const v = await run(stack);

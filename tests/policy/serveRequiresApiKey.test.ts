@@ -45,7 +45,14 @@ describe("serve-requires-api-key", () => {
     });
 
     it("reports --api-key on the command line in every spelling", async () => {
-        for (const words of [["--api-key", "sk-123"], ["--api-key=sk-123"], ["--api_key", "sk-123"]]) {
+        // abbreviations too: vLLM's parser (argparse) takes any unambiguous prefix of a long option
+        for (const words of [
+            ["--api-key", "sk-123"],
+            ["--api-key=sk-123"],
+            ["--api_key", "sk-123"],
+            ["--api-ke", "sk-1"],
+            ["--api_k=sk-1"],
+        ]) {
             const props = withFlag(serve(), "--port", "8001");
             props.command!.push(...words);
             expect(await messages(props)).toEqual([expect.stringContaining("passes --api-key")]);
@@ -54,6 +61,8 @@ describe("serve-requires-api-key", () => {
             entrypoints: ["/bin/sh", "-c", 'exec "$@" --api-key sk-123', "vllm-serve"],
         });
         expect(await messages(script)).toEqual([expect.stringContaining("passes --api-key")]);
+        const abbreviated = withProps(serve(), { entrypoints: ["/bin/sh", "-c", 'exec "$@" --api sk-123', "vllm-serve"] });
+        expect(await messages(abbreviated)).toEqual([expect.stringContaining("passes --api-key")]);
     });
 
     it("reports a literal VLLM_API_KEY in the entrypoint script", async () => {

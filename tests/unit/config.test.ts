@@ -286,6 +286,37 @@ describe("validation rules name the key path and the rule", () => {
         }
     });
 
+    test.each([
+        // the review's bypasses: vLLM's parser reads _ as - and argparse takes unique prefixes
+        ["--api-ke", "x", "--api-key"],
+        ["--api_key", "x", "--api-key"],
+        ["--tensor-parallel", "1", "--tensor-parallel-size"],
+        ["--tensor_parallel_size", "1", "--tensor-parallel-size"],
+        ["--headl", "", "--headless"],
+        ["--ho", "10.0.0.9", "--host"],
+        ["-t", "1", "-tp"],
+        ["--master_addr=10.0.0.9", "", "--master-addr"],
+    ])("extraArgs %s is refused as the managed flag it would set", (flag, value, managed) => {
+        const raw = base();
+        raw.serve.extraArgs = value ? [flag, value] : [flag];
+        const spelled = flag.split("=")[0].replace(/^--(.*)$/, (_m, rest: string) => `--${rest.replace(/_/g, "-")}`);
+        expect(problems(raw)).toEqual([
+            spelled === managed
+                ? `serve.extraArgs[0]: ${managed} is managed by the program; set it through its own key (value not shown)`
+                : `serve.extraArgs[0]: ${spelled} would set ${managed} (vLLM reads _ as - and takes any unambiguous prefix), ` +
+                  "which is managed by the program; set it through its own key (value not shown)",
+        ]);
+    });
+
+    test("extraArgs --config (a file of serve arguments) and -- (end of options) are refused; other flags pass", () => {
+        const raw = base();
+        raw.serve.extraArgs = ["--config", "f.yaml", "--", "--enforce-eager", "--max-num-seqs", "4", "-O3", "--kv-cache-dtype=auto"];
+        expect(problems(raw)).toEqual([
+            "serve.extraArgs[0]: --config (a file of serve arguments) is managed by the program; set it through its own key (value not shown)",
+            "serve.extraArgs[2]: -- (the end of options) is managed by the program; set it through its own key (value not shown)",
+        ]);
+    });
+
     test("non-object config", () => {
         expect(problems(undefined)).toEqual(
             expect.arrayContaining(["nodes: is required (a list with at least one node)", "image: is required"]),
