@@ -1,7 +1,7 @@
 /** The whole `vllm-cluster` namespace: its sections, the rules across sections, and the derived cluster shape. */
 import { z } from "zod";
 import { PortClaim, PortSettings, nodePorts } from "../contract";
-import { absPath, isObject, oneOf, quote, requiredSection, section, withDefault } from "./fields";
+import { hostDir, isObject, oneOf, quote, requiredSection, section, withDefault } from "./fields";
 import { NodeConfig, headIndex, nodeFields, nodesSchema, writtenRole } from "./nodes";
 import { evenIfInvalid, problem, valid, validFields } from "./rules";
 import { serveFields, serveSchema } from "./serve";
@@ -27,7 +27,7 @@ export const clusterFields = {
     native: nativeSchema,
     ssh: requiredSection(sshSchema),
     /** Per-host state (API key file, Ray session dir); the SSH user must be able to write it. */
-    stateDir: withDefault(absPath(), "/var/lib/vllm-cluster"),
+    stateDir: withDefault(hostDir(), "/var/lib/vllm-cluster"),
     /** ray: vLLM on a Ray cluster; native: vLLM's own multi-node rendezvous, no Ray. */
     backend: withDefault(oneOf(["ray", "native"]), "ray"),
 };
@@ -126,6 +126,39 @@ function portsDoNotClash(p: Parts, ctx: z.RefinementCtx): void {
     });
 }
 
+/**
+ * The model directory and the state directory are apart: the state (key and token files, every container's /tmp)
+ * must never be mounted into the containers as part of the model, nor the model written as part of the state.
+ */
+function modelApartFromState(config: unknown, ctx: z.RefinementCtx): void {
+    const top = isObject(config) ? config : {};
+    const model = validFields(modelFields, top.model).hostPath;
+    const state = valid(clusterFields.stateDir, top.stateDir);
+    if (model === undefined || state === undefined) return;
+    const inside = (a: string, b: string) => a === b || a.startsWith(`${b.replace(/\/+$/, "")}/`);
+    if (inside(model, state) || inside(state, model)) {
+        problem(ctx, ["model", "hostPath"], `${model} overlaps stateDir ${state}; keep the model and the node state apart`);
+    }
+}
+
+/**
+ * Ports Ray takes on every node besides the configured ones, at its defaults (the program leaves them so): the
+ * worker processes' range and the dashboard agent. The serve API listening there would lose to a Ray worker at
+ * random, some start after a restart.
+ */
+export const RAY_DEFAULT_PORTS = { workers: [10002, 19999], dashboardAgent: 52365 } as const;
+
+function servePortClearOfRay(p: Parts, ctx: z.RefinementCtx): void {
+    const port = p.serve.port;
+    if ((p.backend ?? "ray") !== "ray" || port === undefined) return;
+    const [lo, hi] = RAY_DEFAULT_PORTS.workers;
+    if (port >= lo && port <= hi) {
+        problem(ctx, ["serve", "port"], `${port} is in Ray's worker port range ${lo}-${hi} on every node; choose a port outside it`);
+    } else if (port === RAY_DEFAULT_PORTS.dashboardAgent) {
+        problem(ctx, ["serve", "port"], `${port} is Ray's dashboard agent port on every node; choose another`);
+    }
+}
+
 const sectionsSchema = section(clusterFields);
 
 function withSourceNode(image: ImageConfig, head: NodeConfig): ImageConfig {
@@ -162,6 +195,8 @@ export const clusterSchema = z
         sourceNodesAreNodes(parts, ctx);
         parallelismUsesEveryGpu(parts, ctx);
         portsDoNotClash(parts, ctx);
+        modelApartFromState(config, ctx);
+        servePortClearOfRay(parts, ctx);
     }, evenIfInvalid)
     .transform(assemble);
 

@@ -53,6 +53,40 @@ export const absPath = () =>
         error: (iss) => `${quote(iss.input)} must be an absolute path without spaces or quotes`,
     });
 
+/**
+ * Where a host directory may not be, for what the containers mount (the model) and what holds the node's state:
+ * the root itself and the system's own trees (inside them, or a parent of them: /run holds docker.sock, which in a
+ * container is the host's root after any code execution), home directories (a model copied from there would carry
+ * ~/.ssh to every host), and the world-writable temporary file systems that a reboot empties.
+ */
+const SYSTEM_TREES = ["/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/run", "/sbin", "/sys", "/usr", "/var/run"];
+
+/** Why `p` may not be a host directory of the program, or undefined when it may. */
+export function forbiddenHostDir(p: string): string | undefined {
+    const norm = path.posix.normalize(p).replace(/\/+$/, "") || "/";
+    const within = (root: string) => norm === root || norm.startsWith(`${root}/`);
+    const parentOf = (sub: string) => sub === norm || sub.startsWith(`${norm}/`) || norm === "/";
+    if (norm === "/") return "is the root directory";
+    const system = SYSTEM_TREES.find((t) => within(t) || parentOf(t));
+    if (system) return `is ${norm === system ? "" : within(system) ? "inside " : "a parent of "}${system}, a system directory`;
+    if (norm === "/home" || /^\/home\/[^/]+$/.test(norm) || within("/root")) return "is a home directory (its ~/.ssh would go with it)";
+    for (const g of ["/var/lib/docker", "/var/lib/containerd"]) {
+        if (within(g) || parentOf(g)) return `is ${within(g) ? "inside" : "a parent of"} ${g}, the container engine's own state`;
+    }
+    for (const t of ["/tmp", "/var/tmp", "/dev/shm"]) {
+        if (within(t)) return `is inside ${t}, which every local user can write to (and a reboot may empty)`;
+    }
+    if (norm === "/var" || norm === "/var/lib") return "is a parent of the container engine's state";
+    return undefined;
+}
+
+/** An absolute path that may hold what the program puts on a host (see forbiddenHostDir). */
+export const hostDir = () =>
+    absPath().superRefine((v, ctx) => {
+        const why = forbiddenHostDir(v);
+        if (why !== undefined) ctx.addIssue({ code: "custom", message: `${quote(v)} ${why}; choose a directory of its own` });
+    });
+
 /** May be relative to the operator's home (~/.ssh/...); only what would break quoting is rejected. */
 export const quotablePath = () => string().refine((v) => !UNSAFE_PATH_RE.test(v), { error: "must be a path without spaces or quotes" });
 
@@ -91,6 +125,9 @@ export function int(opts: { min: number; max?: number; what?: string }) {
 
 export const positiveInt = () => int({ min: 1 });
 
+/** A time bound in seconds: at most a week, so a typo cannot make a wait that never ends. */
+export const seconds = () => int({ min: 1, max: 7 * 24 * 3600, what: "seconds, at most a week" });
+
 export const port = (def: number) => int({ min: 1, max: 65535, what: "TCP port" }).default(def);
 
 export const bool = (def: boolean) =>
@@ -101,7 +138,8 @@ export const bool = (def: boolean) =>
         )
         .default(def);
 
-const asNumber = (v: unknown) => (typeof v === "string" ? Number(v) : v);
+/** Decimal only: Number() also reads "0x1" (1), "1e0" and " 1 ", which no one means for a memory share. */
+const asNumber = (v: unknown) => (typeof v === "string" ? (/^(\d+(\.\d*)?|\.\d+)$/.test(v) ? Number(v) : NaN) : v);
 
 /** A share in (0, 1]; the message shows the value as written (a string stays quoted). */
 export const fraction = (def: number) =>

@@ -108,6 +108,16 @@ export function headIndex(roles: readonly WrittenRole[]): number {
     return explicit >= 0 ? explicit : roles.indexOf("unset");
 }
 
+/**
+ * What makes two SSH hosts one: DNS names are case-insensitive and a trailing dot changes nothing; every loopback
+ * name or address is this machine. (Two different names of one host stay two: nothing here resolves names.)
+ */
+function sameHost(key: string, v: string): string {
+    if (key !== "sshHost") return v;
+    const h = v.toLowerCase().replace(/\.$/, "");
+    return h === "localhost" || h.endsWith(".localhost") || /^127\./.test(h) ? "loopback" : h;
+}
+
 /** Each name, SSH host and fabric IP belongs to one node: containers, labels and NCCL peers are keyed by them. */
 function noDuplicates(nodes: unknown[], ctx: z.RefinementCtx): void {
     const fields = nodes.map((n) => (isObject(n) ? validFields(nodeFields, n) : {}));
@@ -115,11 +125,11 @@ function noDuplicates(nodes: unknown[], ctx: z.RefinementCtx): void {
         const seen = new Map<string, number>();
         fields.forEach((f, i) => {
             const v = f[key];
-            const first = v === undefined ? undefined : seen.get(v);
+            const first = v === undefined ? undefined : seen.get(sameHost(key, v));
             if (first !== undefined) {
                 problem(ctx, [i, key], `${v} is used by nodes[${first}]`);
             } else if (v !== undefined) {
-                seen.set(v, i);
+                seen.set(sameHost(key, v), i);
             }
         });
     }

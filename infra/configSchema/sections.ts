@@ -3,14 +3,15 @@ import * as path from "path";
 import { z } from "zod";
 import {
     absPath,
+    hostDir,
     int,
     oneOf,
     optional,
     optionalSection,
     pattern,
     port,
-    positiveInt,
     quotablePath,
+    seconds,
     required,
     section,
     string,
@@ -47,7 +48,7 @@ export type ImageSource = ImageConfig["source"];
 
 export const modelFields = {
     /** The model directory, at the same path on every host; mounted read-only. */
-    hostPath: required(absPath()),
+    hostPath: required(hostDir()),
     /** Where vLLM sees it; /models/<basename of hostPath> when unset. */
     containerPath: optional(absPath()),
     /** The name clients ask for (the API's `model`). */
@@ -77,7 +78,7 @@ export const rayFields = {
     /** Ray's own floor is 75 MiB; unset lets Ray size the object store from the host's memory. */
     objectStoreMemoryBytes: int({ min: 78643200 }).optional(),
     /** How long to wait for every node to join the Ray cluster with its GPUs. */
-    readyTimeoutSeconds: positiveInt().default(300),
+    readyTimeoutSeconds: seconds().default(300),
     /**
      * token (default): Ray's token authentication (Ray >= 2.52) with a generated secret token on every host, so
      * nothing without it can submit work to the cluster; disabled: Ray's own default (no authentication).

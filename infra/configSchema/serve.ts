@@ -12,6 +12,7 @@ import {
     pattern,
     port,
     positiveInt,
+    seconds,
     section,
     token,
     withDefault,
@@ -102,7 +103,7 @@ export const serveFields = {
     /** Container /dev/shm size, docker syntax (e.g. 64g); unset keeps the engine default. */
     shmSize: optional(pattern(SHM_RE, "size (e.g. 64g)")),
     /** Loading a large model from disk can take many minutes before the API answers. */
-    readyTimeoutSeconds: positiveInt().default(1800),
+    readyTimeoutSeconds: seconds().default(1800),
     /** Restarts of a crashing server before the container stays down (bounded, so a crash loop shows). */
     maxRestarts: int({ min: 0, max: 100 }).default(3),
 };

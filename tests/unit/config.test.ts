@@ -103,6 +103,77 @@ const cases: [string, (r: Raw) => void, string[]][] = [
         ],
     ],
     ["gpu util zero", (r) => (r.serve.gpuMemoryUtilization = 0), ["serve.gpuMemoryUtilization: 0 must be in (0, 1]"]],
+    // the review's dangerous values: each passed validation before
+    ["gpu util in hex", (r) => (r.serve.gpuMemoryUtilization = "0x1"), ['serve.gpuMemoryUtilization: "0x1" must be in (0, 1]']],
+    ["gpu util in exponent form", (r) => (r.serve.gpuMemoryUtilization = "9e-1"), ['serve.gpuMemoryUtilization: "9e-1" must be in (0, 1]']],
+    ["model at the root", (r) => (r.model.hostPath = "/"), ['model.hostPath: "/" is the root directory; choose a directory of its own']],
+    [
+        "model at /run (docker.sock in every container)",
+        (r) => (r.model.hostPath = "/run"),
+        ['model.hostPath: "/run" is /run, a system directory; choose a directory of its own'],
+    ],
+    [
+        "model at /var (a parent of /var/run and the engine's state)",
+        (r) => (r.model.hostPath = "/var"),
+        ['model.hostPath: "/var" is a parent of /var/run, a system directory; choose a directory of its own'],
+    ],
+    [
+        "model in a home directory",
+        (r) => (r.model.hostPath = "/home/aurora"),
+        ['model.hostPath: "/home/aurora" is a home directory (its ~/.ssh would go with it); choose a directory of its own'],
+    ],
+    [
+        "model inside /root",
+        (r) => (r.model.hostPath = "/root/models/qwen"),
+        ['model.hostPath: "/root/models/qwen" is a home directory (its ~/.ssh would go with it); choose a directory of its own'],
+    ],
+    [
+        "stateDir in /tmp",
+        (r) => (r.stateDir = "/tmp"),
+        ['stateDir: "/tmp" is inside /tmp, which every local user can write to (and a reboot may empty); choose a directory of its own'],
+    ],
+    [
+        "stateDir in /dev/shm",
+        (r) => (r.stateDir = "/dev/shm/vllm"),
+        ['stateDir: "/dev/shm/vllm" is inside /dev, a system directory; choose a directory of its own'],
+    ],
+    [
+        "stateDir inside the engine's state",
+        (r) => (r.stateDir = "/var/lib/docker/vllm"),
+        ['stateDir: "/var/lib/docker/vllm" is inside /var/lib/docker, the container engine\'s own state; choose a directory of its own'],
+    ],
+    [
+        "model inside stateDir",
+        (r) => ((r.stateDir = "/var/lib/vllm-cluster"), (r.model.hostPath = "/var/lib/vllm-cluster/models/qwen")),
+        [
+            "model.hostPath: /var/lib/vllm-cluster/models/qwen overlaps stateDir /var/lib/vllm-cluster; keep the model and the node state apart",
+        ],
+    ],
+    [
+        "a timeout of 2^53 seconds",
+        (r) => (r.serve.readyTimeoutSeconds = 2 ** 53),
+        ["serve.readyTimeoutSeconds: 9007199254740992 is out of range 1..604800 (seconds, at most a week)"],
+    ],
+    [
+        "serve port in Ray's worker port range",
+        (r) => (r.serve.port = 12000),
+        ["serve.port: 12000 is in Ray's worker port range 10002-19999 on every node; choose a port outside it"],
+    ],
+    [
+        "serve port on Ray's dashboard agent",
+        (r) => (r.serve.port = 52365),
+        ["serve.port: 52365 is Ray's dashboard agent port on every node; choose another"],
+    ],
+    [
+        "one host spelled twice (case)",
+        (r) => ((r.nodes[0].sshHost = "spark-a.lan"), (r.nodes[1].sshHost = "Spark-A.lan.")),
+        ["nodes[1].sshHost: Spark-A.lan. is used by nodes[0]"],
+    ],
+    [
+        "one host spelled twice (loopback)",
+        (r) => ((r.nodes[0].sshHost = "localhost"), (r.nodes[1].sshHost = "127.0.0.1")),
+        ["nodes[1].sshHost: 127.0.0.1 is used by nodes[0]"],
+    ],
     ["gpu util above 1", (r) => (r.serve.gpuMemoryUtilization = 1.2), ["serve.gpuMemoryUtilization: 1.2 must be in (0, 1]"]],
     ["serve port out of range", (r) => (r.serve.port = 70000), ["serve.port: 70000 is out of range 1..65535 (TCP port)"]],
     ["ssh port out of range", (r) => (r.nodes[1].sshPort = 0), ["nodes[1].sshPort: 0 is out of range 1..65535 (TCP port)"]],
