@@ -3,7 +3,8 @@
 #
 # `pulumi preview --policy-pack policies` with the real CLI: the `local` stack must pass every mandatory policy;
 # the deliberately bad fixture (tests/policy/fixtures/Pulumi.policy-bad.yaml: GPU memory utilization 0.93 on a
-# unified-memory host, a tag-only image) must fail naming gpu-memory-utilization, and warn with image-pinned.
+# unified-memory host, Ray without auth, a tag-only image) must fail naming gpu-memory-utilization and
+# ray-token-auth, and warn with image-pinned.
 # Runs with the toolchain from setup/toolchain.sh (Node language host and provider plugins: a preview calls the
 # providers' Check before the pack sees a resource).
 set -uo pipefail
@@ -43,6 +44,6 @@ grep -q "gpu-memory-utilization" "$WORK/bad.log" && grep -qi "mandatory" "$WORK/
   pass "bad fixture: the mandatory gpu-memory-utilization violation is listed by name" ||
   fail "bad fixture: gpu-memory-utilization named as a mandatory violation"
 grep -q "image-pinned" "$WORK/bad.log" && pass "bad fixture: image-pinned advisory listed" || fail "bad fixture: image-pinned advisory listed"
-grep -q "ray-token-auth" "$WORK/bad.log" && pass "bad fixture: ray-token-auth advisory listed" || fail "bad fixture: ray-token-auth advisory listed"
+grep -q "ray-token-auth" "$WORK/bad.log" && pass "bad fixture: ray-token-auth (mandatory) listed" || fail "bad fixture: ray-token-auth (mandatory) listed"
 
 finish

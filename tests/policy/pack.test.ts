@@ -28,13 +28,13 @@ describe("vllm-cluster policy pack", () => {
         ]);
     });
 
-    it("makes every policy mandatory except the image-pinning and Ray token advisories", () => {
+    it("makes every policy mandatory except the image-pinning advisory", () => {
         const levels = Object.fromEntries(args.policies.map((p) => [p.name, p.enforcementLevel]));
         expect(levels["image-pinned"]).toBe("advisory");
-        // advisory: ray.auth: disabled is a deliberate setting (e.g. a Ray older than 2.52), reported, not blocked
-        expect(levels["ray-token-auth"]).toBe("advisory");
+        // unauthenticated Ray is remote code execution for anyone on the fabric: blocked, not reported
+        expect(levels["ray-token-auth"]).toBe("mandatory");
         for (const [policyName, level] of Object.entries(levels)) {
-            if (!["image-pinned", "ray-token-auth"].includes(policyName)) expect(level).toBe("mandatory");
+            if (policyName !== "image-pinned") expect(level).toBe("mandatory");
         }
     });
 

@@ -1,14 +1,8 @@
 // Runs the pack against the containers the program itself registers (the real program under Pulumi's mocks, its own
 // builders and config validation), so a change on either side of the label and command contract fails here, not
 // in a live preview.
-import { ResourceValidationPolicy, StackValidationPolicy } from "@pulumi/policy";
-import { gpuContainersHostIpc } from "../../policies/gpuContainersHostIpc";
-import { gpuMemoryUtilization } from "../../policies/gpuMemoryUtilization";
-import { imagePinned } from "../../policies/imagePinned";
-import { noPortClash } from "../../policies/noPortClash";
-import { parallelismMatchesGpus } from "../../policies/parallelismMatchesGpus";
-import { rayDashboardLoopback } from "../../policies/rayDashboardLoopback";
-import { serveRequiresApiKey } from "../../policies/serveRequiresApiKey";
+import { PolicyPack, PolicyPackArgs, ResourceValidationPolicy, StackValidationPolicy } from "@pulumi/policy";
+import "../../policies";
 import { readFileSync } from "fs";
 import { join } from "path";
 import { validateConfig } from "../../infra/config";
@@ -19,13 +13,12 @@ import { NamedResource, Violation, clone, runResourcePolicy, runStackPolicy } fr
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const yaml: { load(text: string): unknown } = require("js-yaml");
 
-const resourcePolicies: ResourceValidationPolicy[] = [
-    gpuMemoryUtilization,
-    rayDashboardLoopback,
-    serveRequiresApiKey,
-    gpuContainersHostIpc,
-];
-const stackPolicies: StackValidationPolicy[] = [noPortClash, parallelismMatchesGpus, imagePinned];
+// Every policy of the pack as policies/index.ts assembles it (a new policy is in these tests without a change here):
+// index.ts starts the policy server when it constructs the pack, so record the constructor's arguments instead.
+jest.mock("@pulumi/policy", () => ({ ...jest.requireActual("@pulumi/policy"), PolicyPack: jest.fn() }));
+const packPolicies = (jest.mocked(PolicyPack).mock.calls[0][1] as PolicyPackArgs).policies;
+const resourcePolicies = packPolicies.filter((p): p is ResourceValidationPolicy => "validateResource" in p);
+const stackPolicies = packPolicies.filter((p): p is StackValidationPolicy => "validateStack" in p);
 
 type Raw = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -122,13 +115,18 @@ describe("tests/policy/fixtures/Pulumi.policy-bad.yaml", () => {
         expect(() => validateConfig(raw)).not.toThrow();
     });
 
-    it("violates gpu-memory-utilization (mandatory) and image-pinned (advisory) only", async () => {
+    it("runs every policy of the pack", () => {
+        expect(resourcePolicies.length + stackPolicies.length).toBe(packPolicies.length);
+        expect(packPolicies.length).toBeGreaterThanOrEqual(8);
+    });
+
+    it("violates gpu-memory-utilization, ray-token-auth (both mandatory) and image-pinned (advisory) only", async () => {
         const cfg = validateConfig(raw);
         const run = await runStack("policy-bad", cfg);
         const containers = run.resources
             .filter((r) => r.type === "docker:index/container:Container")
             .map((r) => ({ name: r.name, props: clone(r.inputs) }));
         const v = await runPack(containers);
-        expect(v.map((x) => x.policy).sort()).toEqual(["gpu-memory-utilization", "image-pinned"]);
+        expect(v.map((x) => x.policy).sort()).toEqual(["gpu-memory-utilization", "image-pinned", "ray-token-auth", "ray-token-auth"]);
     });
 });
