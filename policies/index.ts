@@ -1,6 +1,7 @@
 import { PolicyPack } from "@pulumi/policy";
 import { gpuContainersHostIpc } from "./gpuContainersHostIpc";
 import { gpuMemoryUtilization } from "./gpuMemoryUtilization";
+import { hostMountsSafe } from "./hostMountsSafe";
 import { imagePinned } from "./imagePinned";
 import { noPortClash } from "./noPortClash";
 import { parallelismMatchesGpus } from "./parallelismMatchesGpus";
@@ -19,5 +20,6 @@ new PolicyPack("vllm-cluster", {
         gpuContainersHostIpc,
         imagePinned,
         rayTokenAuth,
+        hostMountsSafe,
     ],
 });

@@ -14,7 +14,7 @@ describe("vllm-cluster policy pack", () => {
         expect(name).toBe("vllm-cluster");
     });
 
-    it("assembles the eight policies with unique names", () => {
+    it("assembles the nine policies with unique names", () => {
         const names = args.policies.map((p) => p.name);
         expect(names).toEqual([
             "gpu-memory-utilization",
@@ -25,6 +25,7 @@ describe("vllm-cluster policy pack", () => {
             "gpu-containers-host-ipc",
             "image-pinned",
             "ray-token-auth",
+            "host-mounts-safe",
         ]);
     });
 

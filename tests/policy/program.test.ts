@@ -117,7 +117,7 @@ describe("tests/policy/fixtures/Pulumi.policy-bad.yaml", () => {
 
     it("runs every policy of the pack", () => {
         expect(resourcePolicies.length + stackPolicies.length).toBe(packPolicies.length);
-        expect(packPolicies.length).toBeGreaterThanOrEqual(8);
+        expect(packPolicies.length).toBeGreaterThanOrEqual(9);
     });
 
     it("violates gpu-memory-utilization, ray-token-auth (both mandatory) and image-pinned (advisory) only", async () => {
