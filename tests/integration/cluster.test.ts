@@ -319,6 +319,10 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
         editConfig(p, (c) => ((c.serve as Record<string, unknown>).maxModelLen = maxLen));
         const pv = expectOk(await preview(p, { diff: true }));
         expect(changed(pv)).toEqual(["replace serve-container", "replace serve-readiness"]);
+        // what the pull-request workflow posts as a comment carries neither secret
+        const token = (await hosts.must(head, ["cat", rayTokenHostPath(hosts.cfg.stateDir, head)])).trim();
+        expect(pv.output).not.toContain(apiKey);
+        expect(pv.output).not.toContain(token);
         expect(pv.diffs["serve-container"]).toEqual(["command"]);
         // the one changed element of the serve command line, right after its flag
         const at = serveCommandIndex("--max-model-len") + 1;
