@@ -106,7 +106,8 @@ if ((fast == 0)); then
   stage "Pulumi toolchain from pinned sources (real CLI lifecycle with all three providers)" toolchain
   stage "simulated hosts self-test (real SSH, Docker, Ray, vLLM)" bash tests/testbed/selftest.sh
   for t in tests/integration/run.sh tests/e2e/run.sh tests/e2e/policy.sh tests/gitops/preview-local.sh; do
-    [[ -f "$t" ]] && stage "$(sed -n 's/^# stage: //p' "$t" | head -n 1)" bash "$t"
+    # a stage script that was renamed or removed fails here under its path, never drops out of the run and the count
+    stage "$(sed -n 's/^# stage: //p' "$t" 2>/dev/null | head -n 1 | grep . || echo "$t (missing or without a '# stage:' line)")" bash "$t"
   done
   stage "$(sed -n 's/^# stage: //p' bench/run.sh | head -n 1)" bash bench/run.sh --smoke
   stage "$(sed -n 's/^# stage: //p' bench/distribution.sh | head -n 1)" bash bench/distribution.sh --smoke
