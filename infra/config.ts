@@ -76,3 +76,34 @@ export function loadConfig(): ClusterConfig {
     }
     return validateConfig(raw);
 }
+
+/**
+ * Which of the free-form fields came from a key set with `pulumi config set --secret`: Pulumi marks the whole top-level
+ * key secret (`nodes` when `nodes[1].env.HF_TOKEN` is), never a leaf, so every value of that kind is treated as one.
+ */
+export interface SecretConfig {
+    /** `nodes` holds a secret: every node's `env` values (container environments) are kept secret. */
+    nodeEnv: boolean;
+    /** `serve` holds a secret: `serve.extraArgs`, so the serve command, is kept secret. */
+    serveArgs: boolean;
+}
+
+export const NO_SECRET_CONFIG: SecretConfig = { nodeEnv: false, serveArgs: false };
+
+/** Whether a config key holds a secret; the SDK knows it but does not export it, so this fails loudly without it. */
+function configKeyIsSecret(key: string): boolean {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const runtimeConfig = require("@pulumi/pulumi/runtime/config") as { isConfigSecret?: (k: string) => boolean };
+    if (typeof runtimeConfig.isConfigSecret !== "function") {
+        throw new Error(
+            "@pulumi/pulumi no longer provides runtime/config.isConfigSecret: the program cannot tell secret config from plain; " +
+                "refusing to run rather than put a secret in plain text",
+        );
+    }
+    return runtimeConfig.isConfigSecret(`${CONFIG_NAMESPACE}:${key}`);
+}
+
+/** Reads which free-form sections hold a secret (see SecretConfig). */
+export function loadSecretConfig(): SecretConfig {
+    return { nodeEnv: configKeyIsSecret("nodes"), serveArgs: configKeyIsSecret("serve") };
+}

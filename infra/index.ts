@@ -1,5 +1,5 @@
 import * as pulumi from "@pulumi/pulumi";
-import { ClusterConfig, loadConfig } from "./config";
+import { ClusterConfig, loadConfig, loadSecretConfig } from "./config";
 import { buildCluster } from "./program";
 import { redactSdkDebugLog } from "./sdkLogRedaction";
 
@@ -16,7 +16,7 @@ function validatedConfig(): ClusterConfig {
     }
 }
 
-const cluster = buildCluster(validatedConfig(), pulumi.getStack());
+const cluster = buildCluster(validatedConfig(), pulumi.getStack(), loadSecretConfig());
 
 export const endpoint = cluster.endpoint;
 export const servedModelName = cluster.servedModelName;

@@ -16,7 +16,7 @@ import { rayTokenFile, secretFileCommands, secretHash } from "./builders/key";
 import { KeyFile } from "./providers/keyFile";
 import { Roster } from "./providers/roster";
 import { stackContainersRemoveScript } from "./builders/node";
-import { ClusterConfig, NodeConfig } from "./config";
+import { ClusterConfig, NO_SECRET_CONFIG, NodeConfig, SecretConfig } from "./config";
 import { PortSettings, nodePorts, portNumbers } from "./contract";
 
 export interface ClusterOutputs {
@@ -62,11 +62,12 @@ interface GraphContext {
 type BackendOutputs = Pick<ClusterOutputs, "endpoint" | "rayDashboard" | "clusterFingerprint">;
 
 /**
- * Builds the whole resource graph from a validated config. Ordering comes from data: image IDs (and with
+ * Builds the whole resource graph from a validated config (`secrets`: which free-form values came from secret config,
+ * so they stay secret in the state and every diff). Ordering comes from data: image IDs (and with
  * model.source the model's digest) into containers, the head's address into workers, container IDs into the gate,
  * its fingerprint and the key's hash into serve.
  */
-export function buildCluster(cfg: ClusterConfig, stack: string): ClusterOutputs {
+export function buildCluster(cfg: ClusterConfig, stack: string, secrets: SecretConfig = NO_SECRET_CONFIG): ClusterOutputs {
     const hosts = new Map<string, SparkNode>();
     for (const node of cfg.nodes) {
         const ssh = sshTargetOf(node, cfg.ssh);
@@ -107,6 +108,7 @@ export function buildCluster(cfg: ClusterConfig, stack: string): ClusterOutputs 
             modelDigest: model?.digest,
             serve: cfg.serve,
             stateDir: cfg.stateDir,
+            secrets,
         }),
         endpoint: (containers) =>
             new ServeEndpoint("serve", {

@@ -4,7 +4,7 @@
  */
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
-import type { ModelConfig, NodeConfig, ServeConfig } from "../config";
+import type { ModelConfig, NodeConfig, SecretConfig, ServeConfig } from "../config";
 import { labelList } from "./labels";
 import { LABEL } from "../contract";
 import {
@@ -41,6 +41,8 @@ export interface ContainerInput {
      * container starts after the model is copied to its host and new model content replaces it.
      */
     modelDigest?: pulumi.Input<string>;
+    /** Which free-form values came from secret config: those inputs are made secret (state, diffs, outputs). */
+    secrets?: SecretConfig;
 }
 
 /** What one container adds to the shared part. */
@@ -64,6 +66,9 @@ export interface ContainerSpec {
  */
 export function containerArgs(p: ContainerInput, c: ContainerSpec): docker.ContainerArgs {
     const auth = p.rayTokenHash;
+    const envs = auth ? mapInput(c.envs, (e) => [...e, ...RAY_TOKEN_ENV]) : c.envs;
+    // the serve command carries serve.extraArgs; the Ray containers' commands carry none
+    const carriesExtraArgs = c.labels[LABEL.role] === "serve" && p.serve.extraArgs.length > 0;
     return {
         name: c.containerName,
         image: p.imageId,
@@ -71,8 +76,8 @@ export function containerArgs(p: ContainerInput, c: ContainerSpec): docker.Conta
         ipcMode: "host",
         shmSize: shmSizeMb(p.serve.shmSize),
         entrypoints: c.entrypoints,
-        command: c.command,
-        envs: auth ? mapInput(c.envs, (e) => [...e, ...RAY_TOKEN_ENV]) : c.envs,
+        command: p.secrets?.serveArgs && carriesExtraArgs ? pulumi.secret(c.command) : c.command,
+        envs: p.secrets?.nodeEnv && Object.keys(p.node.env).length > 0 ? pulumi.secret(envs) : envs,
         labels: [
             ...labelList(c.labels),
             ...(c.dynamicLabels ?? []),

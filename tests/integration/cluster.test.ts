@@ -354,6 +354,26 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
         expect((JSON.parse(models.body) as { data: { max_model_len: number }[] }).data[0].max_model_len).toBe(maxLen);
     }, 1_200_000);
 
+    test("a node env value set with pulumi config set --secret stays secret: preview --diff shows [secret], never the value", async () => {
+        await serving();
+        const key = "vllm-cluster:nodes[1].env.HF_TOKEN";
+        const value = "hf_secret_from_config_0123456789";
+        await p.stack.setConfig(key, { value, secret: true }, true);
+        try {
+            expect(fs.readFileSync(p.stackFile, "utf8")).not.toContain(value);
+            const pv = expectOk(await preview(p, { diff: true }));
+            // the worker's environment changes (a new variable), so it would be replaced: the diff says so without the value
+            expect(changed(pv)).toContain("replace ray-worker-spark-2-container");
+            expect(pv.output).toContain("[secret]");
+            expect(pv.output).not.toContain(value);
+            expect(JSON.stringify(pv.events)).not.toContain(value);
+        } finally {
+            await p.stack.removeConfig(key, true);
+        }
+        // gone again: nothing to change
+        expect(changed(expectOk(await preview(p)))).toEqual([]);
+    }, 600_000);
+
     test("a Ray worker registered with its management IP fails the gate naming the host, within its bound", async () => {
         await serving();
         // The seeds' failure: Ray on the worker took the management address while vLLM used the fabric IP. An extra
