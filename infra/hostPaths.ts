@@ -30,4 +30,3 @@ export function forbiddenHostDir(p: string): string | undefined {
     if (norm === "/var" || norm === "/var/lib") return "is a parent of the container engine's state";
     return undefined;
 }
-
