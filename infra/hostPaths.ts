@@ -16,7 +16,7 @@ const SYSTEM_TREES = ["/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64
 export function forbiddenHostDir(p: string): string | undefined {
     const norm = path.posix.normalize(p).replace(/\/+$/, "") || "/";
     const within = (root: string) => norm === root || norm.startsWith(`${root}/`);
-    const parentOf = (sub: string) => sub === norm || sub.startsWith(`${norm}/`) || norm === "/";
+    const parentOf = (sub: string) => sub === norm || sub.startsWith(`${norm}/`);
     if (norm === "/") return "is the root directory";
     const system = SYSTEM_TREES.find((t) => within(t) || parentOf(t));
     if (system) return `is ${norm === system ? "" : within(system) ? "inside " : "a parent of "}${system}, a system directory`;
@@ -24,9 +24,9 @@ export function forbiddenHostDir(p: string): string | undefined {
     for (const g of ["/var/lib/docker", "/var/lib/containerd"]) {
         if (within(g) || parentOf(g)) return `is ${within(g) ? "inside" : "a parent of"} ${g}, the container engine's own state`;
     }
-    for (const t of ["/tmp", "/var/tmp", "/dev/shm"]) {
+    // (/dev/shm is inside /dev, a system tree, and refused above)
+    for (const t of ["/tmp", "/var/tmp"]) {
         if (within(t)) return `is inside ${t}, which every local user can write to (and a reboot may empty)`;
     }
-    if (norm === "/var" || norm === "/var/lib") return "is a parent of the container engine's state";
     return undefined;
 }
