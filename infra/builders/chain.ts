@@ -5,7 +5,11 @@
  * is (an image, model files) is up to the caller: it names the shell commands that write it and that consume it.
  *
  * Hosts reach each other with the operator's key through a forwarded, short-lived ssh-agent that holds only that
- * key, and verify each other's host keys against the operator's own known_hosts lines, shipped with the command.
+ * key, restricted to the chain's own links (`ssh-add -h`): the operator may use it to reach the first host, each
+ * host only to reach the one after it, as that host's login user; the agent refuses every other use, so whoever is
+ * root on a host in the chain cannot reach any other host, or the same host again, with the key. The host keys
+ * that bind those links are the operator's known_hosts entries; hosts also verify each other against those lines,
+ * shipped with the command.
  */
 import { shellJoin, shellQuote, shellPath } from "./quote";
 import { OWN_CONNECTION, SshTarget, sshArgv } from "./ssh";
@@ -65,7 +69,7 @@ forward() {
   local node=$1 dest=$2 port=$3
   printf %s "$4" | base64 -d >"$d/known_hosts" || exit 1
   shift 4
-  ssh -A -o "UserKnownHostsFile=$d/known_hosts" -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes \\
+  ssh -A -F none -o "UserKnownHostsFile=$d/known_hosts" -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes \\
     -o BatchMode=yes -o ConnectTimeout=10 -p "$port" -- "$dest" \\
     "bash -c 'eval \\"\\$(printf %s \\"\\$1\\" | base64 -d)\\"' hop $self load $node $*"
 }
@@ -111,16 +115,33 @@ export function hopSsh(t: SshTarget, hop: string, part: ["save" | "load", string
 }
 
 /**
- * The start of the operator's bash script for a chain copy: a private ssh-agent holding only the configured key
- * (it dies with the script). `noAgent` says what to do when the key cannot be added (it has a passphrase).
+ * `ssh-add -h` destination constraints for a chain that the operator dials at `path[0]` and that runs on along
+ * `path`: `user@first`, then `prev>user@next` for each link. Hosts are named as in known_hosts (`[host]:port` off
+ * port 22), where ssh-add looks up the host keys each link is bound to.
  */
-export function chainAgentScript(key: SshTarget, noAgent: string): string[] {
+export function chainConstraints(path: Pick<SshTarget, "user" | "host" | "port">[]): string[] {
+    if (path.length === 0) {
+        throw new Error("chainConstraints: no host");
+    }
+    const name = knownHostsName;
+    return path.flatMap((t, i) => ["-h", i === 0 ? `${t.user}@${name(t)}` : `${name(path[i - 1])}>${t.user}@${name(t)}`]);
+}
+
+/**
+ * The start of the operator's bash script for a chain copy: a private ssh-agent holding only the configured key
+ * (it dies with the script), usable only along `path` (chainConstraints): the host the operator dials first, then
+ * each host after it. `noAgent` says what to do when the key cannot be added (it has a passphrase).
+ */
+export function chainAgentScript(key: SshTarget, path: SshTarget[], noAgent: string): string[] {
+    const add = ["ssh-add", "-q", "-t", String(AGENT_KEY_LIFETIME_S), "-H", shellPath(key.knownHostsFile)];
+    const constraints = shellJoin(chainConstraints(path));
     return [
         "set -uo pipefail",
         'eval "$(ssh-agent -s)" >/dev/null || { echo "cannot start ssh-agent" >&2; exit 1; }',
         "trap 'ssh-agent -k >/dev/null 2>&1' EXIT",
-        `ssh-add -q -t ${AGENT_KEY_LIFETIME_S} ${shellPath(key.privateKeyPath)} </dev/null || { echo ${shellQuote(
-            `cannot add ${key.privateKeyPath} to a temporary ssh-agent (${noAgent})`,
+        `${add.join(" ")} ${constraints} ${shellPath(key.privateKeyPath)} </dev/null || { echo ${shellQuote(
+            `cannot add ${key.privateKeyPath} to a temporary ssh-agent restricted to the chain's links ` +
+                `(OpenSSH 8.9 or later on the operator and every host; ${noAgent})`,
         )} >&2; exit 1; }`,
     ];
 }

@@ -15,14 +15,15 @@ export const HOP_SCRIPT = hopScript({ save: 'docker save "$what"', load: "docker
 
 /**
  * The operator's bash script for one chain copy of `ref` to `hops` (in order): starts a private ssh-agent holding
- * only the configured key (it dies with the script), then runs the chain from the source host, or from the local
+ * only the configured key, usable only along the chain's links (it dies with the script), then runs the chain from the source host, or from the local
  * engine into the first hop. Exits non-zero when any link fails; the caller then inspects which hosts hold the image.
  */
 export function chainCopyScript(source: ChainSource, ref: string, hops: ChainHop[], key: SshTarget): string {
     if (hops.length === 0) {
         throw new Error("chainCopyScript: no hop");
     }
-    const agent = chainAgentScript(key, "a key with a passphrase needs image.distribution=relay");
+    const path = [...(source.kind === "host" ? [source.target] : []), ...hops.map((h) => h.target)];
+    const agent = chainAgentScript(key, path, "a key with a passphrase needs image.distribution=relay");
     if (source.kind === "host") {
         return [...agent, hopSsh(source.target, HOP_SCRIPT, ["save", ref], hops)].join("\n");
     }

@@ -253,6 +253,7 @@ export function modelChainCopyScript(
         throw new Error("modelChainCopyScript: no hop or no file");
     }
     const list = files === ALL_FILES ? ALL_FILES : Buffer.from(files.map((f) => `${f}\0`).join("")).toString("base64");
-    const agent = chainAgentScript(key, "the model chain needs a key without a passphrase");
+    const path = [source, ...hops.map((h) => h.target)];
+    const agent = chainAgentScript(key, path, "the model chain needs a key without a passphrase");
     return [...agent, hopSsh(source, modelHopScript(hostPath), ["save", list], hops)].join("\n");
 }

@@ -15,17 +15,23 @@ export interface SshTarget {
 }
 
 /**
- * ssh options shared by every remote command and by the docker provider's `sshOpts`. Host keys are always
- * verified against the configured known_hosts file; BatchMode makes a missing key fail instead of prompting.
+ * ssh options shared by every remote command and by the docker provider's `sshOpts`. No ssh_config is read (`-F
+ * none`: neither the operator's ~/.ssh/config nor the system's, so no ProxyCommand, ForwardAgent or other host's
+ * settings apply). Host keys are always verified against the configured known_hosts file alone, never the global
+ * one; BatchMode makes a missing key fail instead of prompting.
  */
 export function sshOptions(t: Pick<SshTarget, "privateKeyPath" | "knownHostsFile" | "port">): string[] {
     return [
+        "-F",
+        "none",
         "-i",
         t.privateKeyPath,
         "-o",
         "IdentitiesOnly=yes",
         "-o",
         `UserKnownHostsFile=${t.knownHostsFile}`,
+        "-o",
+        "GlobalKnownHostsFile=/dev/null",
         "-o",
         "StrictHostKeyChecking=yes",
         "-o",

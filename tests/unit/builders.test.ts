@@ -132,12 +132,16 @@ describe("shell quoting", () => {
 describe("ssh", () => {
     test("options are shared with the docker provider and verify host keys", () => {
         expect(sshOptions(target)).toEqual([
+            "-F",
+            "none",
             "-i",
             "~/.ssh/id_ed25519",
             "-o",
             "IdentitiesOnly=yes",
             "-o",
             "UserKnownHostsFile=~/.ssh/known_hosts",
+            "-o",
+            "GlobalKnownHostsFile=/dev/null",
             "-o",
             "StrictHostKeyChecking=yes",
             "-o",
@@ -149,6 +153,21 @@ describe("ssh", () => {
         ]);
         expect(dockerHostUrl(target)).toBe("ssh://aurora@10.1.230.180:22");
         expect(sshArgv(target, ["docker", "ps"]).slice(-3)).toEqual(["--", "aurora@10.1.230.180", "docker ps"]);
+    });
+
+    test("the real ssh reads no ssh_config with them: no system settings, no global known_hosts, no agent or proxy", () => {
+        const r = spawnSync("ssh", ["-G", ...sshOptions({ ...target, privateKeyPath: "/k", knownHostsFile: "/kh" }), "aurora@h"], {
+            encoding: "utf8",
+        });
+        expect(r.status).toBe(0);
+        const cfg = r.stdout.split("\n");
+        expect(cfg).toContain("userknownhostsfile /kh");
+        expect(cfg).toContain("globalknownhostsfile /dev/null");
+        expect(cfg).toContain("stricthostkeychecking true");
+        expect(cfg).toContain("forwardagent no");
+        expect(cfg.filter((l) => /^(proxycommand|proxyjump|sendenv|include) /.test(l))).toEqual([]);
+        // what a system ssh_config would set (Debian's sets SendEnv and HashKnownHosts yes) stays at ssh's default
+        expect(cfg).toContain("hashknownhosts no");
     });
 
     describe("shared connections", () => {

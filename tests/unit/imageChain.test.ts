@@ -6,11 +6,11 @@
  * skipping hosts that hold the image and naming those a failure left without it. The simulated hosts run it for real
  * (the integration and bench stages).
  */
-import { execFileSync } from "child_process";
+import { execFileSync, spawnSync } from "child_process";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
-import { ChainHop, knownHostsName } from "../../infra/builders/chain";
+import { ChainHop, chainConstraints, knownHostsName } from "../../infra/builders/chain";
 import { HOP_SCRIPT, chainCopyScript } from "../../infra/builders/imageChain";
 import type { SshTarget } from "../../infra/builders/ssh";
 import { imageChainProvider } from "../../infra/providers/imageChain";
@@ -28,7 +28,15 @@ const node = (i: number) => `spark-${i}`;
 const member = (i: number) => ({ node: node(i), target: target(i) });
 const hostDir = (t: SshTarget) => path.join(dir, "hosts", t.host);
 const image = (t: SshTarget) => path.join(hostDir(t), "image");
-const hostKey = (i: number) => `ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI${String(i).repeat(43)}`;
+/** Host i's public key: real keys, since ssh-add looks them up to bind the agent's chain constraints. */
+const HOST_KEYS = [1, 2, 3, 4].map((i) => {
+    const d = fs.mkdtempSync(path.join(os.tmpdir(), "vcl-hostkey-"));
+    execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", `host${i}`, "-f", path.join(d, "k")]);
+    const pub = fs.readFileSync(path.join(d, "k.pub"), "utf8").split(" ").slice(0, 2).join(" ");
+    fs.rmSync(d, { recursive: true, force: true });
+    return pub;
+});
+const hostKey = (i: number) => HOST_KEYS[i - 1];
 
 /** The chain's connections (ssh -A), one line each: "<from> -> <to> agent=<yes|no-key> kh=<known_hosts lines>". */
 function hops(): string[] {
@@ -78,6 +86,34 @@ test("the scripts are valid bash, and the command grows linearly with the chain 
     const perHop = (long.length - script.length) / 29;
     expect(perHop).toBeLessThan(300);
     expect(long.length).toBeLessThan(16_000);
+});
+
+test("the agent's key is bound to the chain's links only: operator to the first host, then each host to the next", () => {
+    const h = (i: number): ChainHop => ({ ...member(i), knownHosts: [`${target(i).host} ${hostKey(i)}`] });
+    const add = (script: string) => script.split("\n").find((l) => l.startsWith("ssh-add "));
+    expect(add(chainCopyScript(source(), "img:1", [h(2), h(3)], target(1)))).toContain(
+        ` -H ${knownHosts} -h root@10.9.0.11 -h '10.9.0.11>root@10.9.0.12' -h '10.9.0.12>root@10.9.0.13' ${key} `,
+    );
+    // from the operator's engine, the first host to fill is the first link
+    expect(add(chainCopyScript({ kind: "local" }, "img:1", [h(3), h(2)], target(1)))).toContain(
+        ` -h root@10.9.0.13 -h '10.9.0.13>root@10.9.0.12' ${key} `,
+    );
+    expect(chainConstraints([target(2, 2222), { ...target(3), user: "ops" }])).toEqual([
+        "-h",
+        "root@[10.9.0.12]:2222",
+        "-h",
+        "[10.9.0.12]:2222>ops@10.9.0.13",
+    ]);
+});
+
+test("a host missing from the operator's known_hosts gets no key: the agent refuses to bind a link it cannot verify", () => {
+    const h = (i: number): ChainHop => ({ ...member(i), knownHosts: [`${target(i).host} ${hostKey(i)}`] });
+    fs.writeFileSync(knownHosts, [1, 2].map((i) => `${target(i).host} ${hostKey(i)}`).join("\n") + "\n");
+    const r = spawnSync("bash", ["-c", chainCopyScript(source(), "img:1", [h(2), h(3)], target(1))], { encoding: "utf8" });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('No host keys found for destination "10.9.0.13"');
+    expect(r.stderr).toContain("to a temporary ssh-agent restricted to the chain's links");
+    expect(hops()).toEqual([]);
 });
 
 test("create streams source -> spark-2 -> spark-3 -> spark-4, each host checking the next one's key", async () => {
