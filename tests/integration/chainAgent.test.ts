@@ -18,7 +18,7 @@ async function reachThrough(agent: string[], via: SshTarget, to: SshTarget): Pro
     const kh = (await runArgv(["bash", "-c", knownHostsLookupScript(to)])).stdout;
     const inner = [
         "set -u",
-        'd=$(mktemp -d) && trap \'rm -rf "$d"\' EXIT',
+        "d=$(mktemp -d) && trap 'rm -rf \"$d\"' EXIT",
         `printf '%s' ${shellQuote(kh)} >"$d/kh"`,
         // the forwarded agent is the only key: no key file on the host is tried
         `ssh -o IdentitiesOnly=no -o IdentityFile=none -o "UserKnownHostsFile=$d/kh" -o GlobalKnownHostsFile=/dev/null ` +
