@@ -74,6 +74,30 @@ function landedHashing(): string {
 }
 
 /**
+ * Shell lines, run in the model directory, that print one line per symbolic link (reached from it, links followed)
+ * whose target lies outside it, then exit `code`: links are followed when hashing and packing, so such a link would
+ * copy a file from elsewhere on the source (a key, a password file) to every host. In a Hugging Face cache snapshot
+ * (`.../snapshots/<rev>`) the links into the repository's `blobs/` are its own files and allowed. `where` is the
+ * directory as the message names it.
+ */
+function outsideLinksLines(where: string, code: number): string[] {
+    return [
+        "root=$(pwd -P) || exit 1",
+        'blobs="$root"',
+        'if [ "$(basename "$(dirname "$root")")" = snapshots ]; then blobs="$(dirname "$(dirname "$root")")/blobs"; fi',
+        "outside=0",
+        "while IFS= read -r -d '' f; do",
+        '  [ -L "$f" ] || continue',
+        '  t=$(realpath -e -- "$f") || continue',
+        '  case "$t/" in "$root"/* | "$blobs"/*) ;; *)',
+        `    echo "symbolic link ${where}/\${f#./} leads outside the model directory (to $t)" >&2; outside=1 ;;`,
+        "  esac",
+        "done < <(find -L . -mindepth 1 -print0)",
+        `[ "$outside" = 0 ] || exit ${code}`,
+    ];
+}
+
+/**
  * The script that prints a host's manifest of `hostPath`: a first line `present <total bytes>`, then the manifest,
  * or the single line `absent` when there is no such directory. A link whose target is missing (with `find -L`,
  * `-type l` matches only those) fails it, naming every such link: the file behind it cannot be checked or sent.
@@ -110,6 +134,7 @@ export function modelManifestScript(hostPath: string, landed = false): string {
         '  while IFS= read -r l; do echo "broken symbolic link $p/$l (its target is missing)" >&2; done <<<"$broken"',
         "  exit 3",
         "fi",
+        ...outsideLinksLines("$p", 3),
         "bytes=$(find -L . -type f -printf '%s\\n' | awk '{ s += $1 } END { printf \"%d\", s }') || exit 1",
         'echo "present $bytes"',
         ...(landed ? hashUnrecorded : [hashAll]),
@@ -205,13 +230,20 @@ export function fileBatches(files: string[]): string[][] {
     return batches;
 }
 
+/**
+ * How members unpack: files owned by the login user with its umask's modes, whatever owners and modes (set-user-ID
+ * bits included) the source's files carry.
+ */
+const UNPACK = "--no-same-owner --no-same-permissions";
+
 /** The `save` argument that sends every file of the source's directory, listed when the stream starts. */
 export const ALL_FILES = "all";
 
 /**
  * The hop script of the model chain, the directory written into it: `save FILES` on the source (FILES: the paths,
  * NUL-separated, base64, or ALL_FILES) packs them with links followed, `load NODE` unpacks into the directory on each
- * host. The source refuses before any connection when the directory is missing, holds no file or a broken link.
+ * host (UNPACK). The source refuses before any connection when the directory is missing, holds no file, a broken
+ * link or a link that leads outside it (outsideLinksLines).
  */
 export function modelHopScript(hostPath: string): string {
     const p = shellQuote(hostPath);
@@ -221,6 +253,7 @@ export function modelHopScript(hostPath: string): string {
             `[ -d ${p} ] || { echo "no model directory on the source" >&2; exit 2; }`,
             `[ -z "$(find -L ${p} -type l -print -quit)" ] || { echo "broken symbolic link under the model directory" >&2; exit 3; }`,
             `[ -n "$(find -L ${p} -type f -print -quit)" ] || { echo "no file under the model directory" >&2; exit 2; }`,
+            `(cd ${p} && {\n${outsideLinksLines(p, 3).join("\n")}\n})`,
         ].join("; "),
         save: `{ ${list}; } >"$d/files" && tar -C ${p} -chf - --null -T "$d/files"`,
         load: [
@@ -228,9 +261,9 @@ export function modelHopScript(hostPath: string): string {
             ...landedDirLines(p, "return 1"),
             // without a place for the records (no writable cache), the check after the copy hashes every file
             'if rm -rf "$landed" && mkdir -p -m 700 "$landed"; then',
-            `  tar -C ${p} -xvf - | (cd ${p} && ${landedHashing()})`,
+            `  tar -C ${p} ${UNPACK} -xvf - | (cd ${p} && ${landedHashing()})`,
             "else",
-            `  tar -C ${p} -xf -`,
+            `  tar -C ${p} ${UNPACK} -xf -`,
             "fi",
         ].join("\n"),
         loadName: "unpacking the model",

@@ -6,12 +6,13 @@
  * into blobs/, outside the model directory.
  */
 import { createHash } from "crypto";
-import { execFileSync } from "child_process";
+import { execFileSync, spawnSync } from "child_process";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
 import { ChainHop } from "../../infra/builders/chain";
 import {
+    ALL_FILES,
     FILE_LIST_MAX_CHARS,
     FILE_STAMP,
     fileBatches,
@@ -339,6 +340,60 @@ test("a broken link on the source fails naming it, before any stream to a member
     // the source refused before connecting on: no member was reached
     expect(hops().filter((h) => !h.startsWith("operator"))).toEqual([]);
     expect(fs.existsSync(modelDir(2))).toBe(false);
+});
+
+test("a link on the source that leads outside the model directory fails naming it and its target, before any stream", async () => {
+    fs.writeFileSync(path.join(dir, "id_ed25519.other"), "a private key\n");
+    fs.symlinkSync(path.join(dir, "id_ed25519.other"), path.join(modelDir(1), "tokenizer", "extra.json"));
+    await expect(modelChainProvider.create!(inputs([2]))).rejects.toThrow(
+        `model manifest of ${HOST_PATH} on node spark-1 failed (exit 3):\n` +
+            `symbolic link ${HOST_PATH}/tokenizer/extra.json leads outside the model directory ` +
+            `(to ${fs.realpathSync(path.join(dir, "id_ed25519.other"))})`,
+    );
+    expect(hops().filter((h) => !h.startsWith("operator"))).toEqual([]);
+    expect(fs.existsSync(modelDir(2))).toBe(false);
+});
+
+test("the source's own check refuses such a link too (a link made after the manifest): nothing is sent", () => {
+    fs.mkdirSync(path.join(dir, "elsewhere"));
+    fs.symlinkSync(path.join(dir, "elsewhere"), path.join(modelDir(1), "more"));
+    const hop = modelHopScript(HOST_PATH);
+    const kh = Buffer.from(`${target(2).host} ${hostKey(2)}\n`).toString("base64");
+    const r = spawnSync(
+        "bash",
+        [
+            "-c",
+            'exec 9<"$1"; shift; exec bash -c "$@"',
+            "run",
+            hostDir(1),
+            hop,
+            "hop",
+            "self",
+            "save",
+            ALL_FILES,
+            node(2),
+            "root@10.9.0.12",
+            "22",
+            kh,
+        ],
+        { encoding: "utf8" },
+    );
+    expect(r.stderr).toContain(
+        `symbolic link ${HOST_PATH}/more leads outside the model directory (to ${fs.realpathSync(path.join(dir, "elsewhere"))})`,
+    );
+    expect(r.status).toBe(3);
+    expect(hops()).toEqual([]);
+});
+
+test("members unpack as their own user with their own modes: no owner or set-user-ID bit comes from the source", async () => {
+    const f = path.join(modelDir(1), "tokenizer", "vocab.txt");
+    fs.chmodSync(f, 0o4777);
+    // as root (npm test), tar would otherwise keep the source's owner and modes; as another user it never does
+    if (process.getuid?.() === 0) fs.chownSync(f, 4321, 4321);
+    await modelChainProvider.create!(inputs([2]));
+    const got = fs.statSync(path.join(modelDir(2), "tokenizer", "vocab.txt"));
+    expect(got.mode & 0o7777).toBe(0o777 & ~process.umask());
+    expect(got.uid).toBe(process.getuid?.());
 });
 
 test("no model directory on the source: fails naming the node and path, before any stream to a member", async () => {
