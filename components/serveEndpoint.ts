@@ -2,10 +2,11 @@ import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
 import type { ModelConfig, ServeConfig } from "../infra/config";
 import { containerOptions } from "../infra/builders/containers";
-import { apiKeyFile, apiKeyHash, secretFileCommands } from "../infra/builders/key";
+import { SecretFile, apiKeyFile, apiKeyHash, secretFileCommands, secretHash, tlsCertFile, tlsKeyFile } from "../infra/builders/key";
 import { serveReadinessCommand, serveReadinessSpec } from "../infra/builders/readiness";
 import { HostCheck } from "../infra/providers/hostCheck";
 import { KeyFile } from "../infra/providers/keyFile";
+import type { TlsMaterial } from "../infra/tls";
 import { SparkNode } from "./sparkNode";
 
 /** Seconds the refresh-time look at a running server may take (one /health, one completion with and without the key). */
@@ -17,10 +18,18 @@ export interface ServeContainer {
     name: string;
     host: SparkNode;
     /**
-     * The container's arguments, given the API key's hash (data, so a new key replaces the server) and the IDs of
-     * the containers listed before it (a headless rank takes rank 0's, so it restarts with it).
+     * The container's arguments, given the hashes of the files it reads at start (data, so a new key or certificate
+     * replaces the server) and the IDs of the containers listed before it (a headless rank takes rank 0's, so it
+     * restarts with it).
      */
-    args: (keyHash: pulumi.Output<string>, earlierIds: pulumi.Output<string>[]) => docker.ContainerArgs;
+    args: (files: ServeFileHashes, earlierIds: pulumi.Output<string>[]) => docker.ContainerArgs;
+}
+
+/** Hashes of the files installed on the head for the API server (not secret: one-way, of random or public data). */
+export interface ServeFileHashes {
+    apiKeyHash: pulumi.Output<string>;
+    /** With TLS: of the certificate and the TLS key together. */
+    tlsHash?: pulumi.Output<string>;
 }
 
 export interface ServeEndpointArgs {
@@ -28,6 +37,8 @@ export interface ServeEndpointArgs {
     head: SparkNode;
     /** The API key (secret). Installed as a file on the head; never on a command line, in env or in a label. */
     apiKey: pulumi.Input<string>;
+    /** HTTPS: the certificate and key (secret) installed on the head next to the API key; unset: plain HTTP. */
+    tls?: TlsMaterial;
     stateDir: string;
     serve: Pick<ServeConfig, "port" | "readyTimeoutSeconds">;
     model: Pick<ModelConfig, "servedName">;
@@ -38,13 +49,15 @@ export interface ServeEndpointArgs {
 }
 
 /**
- * vLLM's OpenAI-compatible endpoint, for either backend: the API key file on the head, the server's containers
- * (started after the key file exists, carrying the key's hash), and the readiness gate: on create and whenever a
+ * vLLM's OpenAI-compatible endpoint, for either backend: the API key file (and with TLS the certificate and its key)
+ * on the head, the server's containers (started after those files exist, carrying their hashes), and the readiness gate: on create and whenever a
  * container was replaced it waits, bounded, for /health, one real chat completion with the key and a 401 without
  * it; `pulumi refresh` looks again, so the next `up --refresh` returns only once the server answers.
  */
 export class ServeEndpoint extends pulumi.ComponentResource {
     public readonly apiKeyFile: KeyFile;
+    /** With TLS: the certificate and the TLS key on the head. */
+    public readonly tlsFiles: KeyFile[];
     public readonly containers: docker.Container[];
     public readonly readiness: HostCheck;
     /** OpenAI-compatible base URL, resolved once readiness passed. */
@@ -60,16 +73,10 @@ export class ServeEndpoint extends pulumi.ComponentResource {
 
         // Not secret: a one-way hash of a 48-character random key, so diffs of the labels stay readable.
         const keyHash = pulumi.unsecret(pulumi.output(args.apiKey).apply(apiKeyHash));
-        this.apiKeyFile = new KeyFile(
-            `${name}-api-key-file`,
-            {
-                what: `api key file on node ${node}`,
-                ...secretFileCommands(head.ssh, apiKeyFile(stateDir, node)),
-                key: args.apiKey,
-                keyHash,
-            },
-            { parent: this },
-        );
+        this.apiKeyFile = headFile(this, `${name}-api-key-file`, head, apiKeyFile(stateDir, node), args.apiKey, keyHash);
+        const tls = args.tls ? tlsFiles(this, name, head, stateDir, args.tls) : undefined;
+        this.tlsFiles = tls?.files ?? [];
+        const hashes: ServeFileHashes = { apiKeyHash: keyHash, tlsHash: tls?.hash };
 
         this.containers = [];
         for (const c of args.containers) {
@@ -77,13 +84,13 @@ export class ServeEndpoint extends pulumi.ComponentResource {
             this.containers.push(
                 new docker.Container(
                     c.name,
-                    c.args(keyHash, earlier),
-                    containerOptions(this, c.host.provider, [this.apiKeyFile, ...(args.after ?? [])]),
+                    c.args(hashes, earlier),
+                    containerOptions(this, c.host.provider, [this.apiKeyFile, ...this.tlsFiles, ...(args.after ?? [])]),
                 ),
             );
         }
 
-        const spec = (seconds: number) => serveReadinessSpec(node, args.serve, args.model, stateDir, seconds);
+        const spec = (seconds: number) => serveReadinessSpec(node, args.serve, args.model, stateDir, seconds, tls !== undefined);
         this.readiness = new HostCheck(
             `${name}-readiness`,
             {
@@ -95,9 +102,40 @@ export class ServeEndpoint extends pulumi.ComponentResource {
             { parent: this },
         );
 
-        const url = `http://${head.node.sshHost}:${args.serve.port}/v1`;
+        const url = `${tls ? "https" : "http"}://${head.node.sshHost}:${args.serve.port}/v1`;
         this.endpoint = this.readiness.result.apply(() => url);
 
         this.registerOutputs({ endpoint: this.endpoint });
     }
+}
+
+/** A file the API server reads at start, installed on the head from a secret (SecretFile says where). */
+function headFile(
+    parent: pulumi.Resource,
+    name: string,
+    head: SparkNode,
+    file: SecretFile,
+    content: pulumi.Input<string>,
+    hash: pulumi.Input<string>,
+): KeyFile {
+    const what = `${file.kind} file on node ${file.node}`;
+    return new KeyFile(name, { what, ...secretFileCommands(head.ssh, file), key: content, keyHash: hash }, { parent });
+}
+
+/** The certificate and the TLS key on the head, and their joint hash (not secret: one-way) for the server's label. */
+function tlsFiles(
+    parent: pulumi.Resource,
+    name: string,
+    head: SparkNode,
+    stateDir: string,
+    tls: TlsMaterial,
+): { files: KeyFile[]; hash: pulumi.Output<string> } {
+    const node = head.node.name;
+    const certHash = pulumi.output(secretHash("tls certificate", tls.cert));
+    const keyHash = pulumi.unsecret(tls.key.apply((k) => secretHash("tls key", k)));
+    const files = [
+        headFile(parent, `${name}-tls-cert-file`, head, tlsCertFile(stateDir, node), tls.cert, certHash),
+        headFile(parent, `${name}-tls-key-file`, head, tlsKeyFile(stateDir, node), tls.key, keyHash),
+    ];
+    return { files, hash: pulumi.all([certHash, keyHash]).apply(([c, k]) => `${c}${k}`) };
 }

@@ -35,6 +35,7 @@ export const LABEL = {
     /** Deploy-time values carried as labels so that a change replaces the container. */
     clusterFingerprint: "vllm-cluster.cluster-fingerprint",
     apiKeyHash: "vllm-cluster.api-key-sha256",
+    tlsHash: "vllm-cluster.tls-sha256",
     rayTokenHash: "vllm-cluster.ray-token-sha256",
     headContainerId: "vllm-cluster.head-container-id",
     rank0ContainerId: "vllm-cluster.rank0-container-id",
@@ -58,7 +59,25 @@ export interface PortSettings {
     dashboardPort?: number;
     clientPort?: number;
     masterPort?: number;
+    nodeManagerPort?: number;
+    objectManagerPort?: number;
+    runtimeEnvAgentPort?: number;
+    dashboardAgentGrpcPort?: number;
+    metricsExportPort?: number;
+    dashboardAgentPort?: number;
+    autoscalerMetricsPort?: number;
+    dashboardMetricsPort?: number;
 }
+
+/** What every Ray node listens on, head and workers alike (`ray start` pins each; see ray.nodeManagerPort). */
+const RAY_NODE_PORTS: [name: string, key: string, setting: keyof PortSettings][] = [
+    ["raylet", "ray.nodeManagerPort", "nodeManagerPort"],
+    ["object-manager", "ray.objectManagerPort", "objectManagerPort"],
+    ["runtime-env-agent", "ray.runtimeEnvAgentPort", "runtimeEnvAgentPort"],
+    ["dashboard-agent-grpc", "ray.dashboardAgentGrpcPort", "dashboardAgentGrpcPort"],
+    ["metrics", "ray.metricsExportPort", "metricsExportPort"],
+    ["dashboard-agent", "ray.dashboardAgentPort", "dashboardAgentPort"],
+];
 
 /** One host port a container listens on: its name in the `ports` label, the config key that sets it, the port. */
 export interface PortClaim {
@@ -75,9 +94,12 @@ const PORTS_OF: Record<ContainerKind, [name: string, key: string, setting: keyof
         ["gcs", "ray.gcsPort", "gcsPort"],
         ["dashboard", "ray.dashboardPort", "dashboardPort"],
         ["client", "ray.clientPort", "clientPort"],
+        ["autoscaler-metrics", "ray.autoscalerMetricsPort", "autoscalerMetricsPort"],
+        ["dashboard-metrics", "ray.dashboardMetricsPort", "dashboardMetricsPort"],
+        ...RAY_NODE_PORTS,
     ],
-    // a worker dials the head; Ray's own worker ports are dynamic
-    "ray-worker": [],
+    // a worker dials the head, and listens on the node ports (its worker processes in ray.minWorkerPort..maxWorkerPort)
+    "ray-worker": RAY_NODE_PORTS,
     "ray-serve": [["serve", "serve.port", "servePort"]],
     "native-rank0": [
         ["serve", "serve.port", "servePort"],

@@ -2,6 +2,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { ClusterConfig, loadConfig, loadSecretConfig } from "./config";
 import { buildCluster } from "./program";
 import { redactSdkDebugLog } from "./sdkLogRedaction";
+import { ServeTls, loadTls } from "./tls";
 
 // First, before any resource: the SDK's debug log would otherwise put secret outputs into the engine's events.
 redactSdkDebugLog();
@@ -16,7 +17,17 @@ function validatedConfig(): ClusterConfig {
     }
 }
 
-const cluster = buildCluster(validatedConfig(), pulumi.getStack(), loadSecretConfig());
+/** The TLS files serve.tls names, read before any resource; a bad one fails naming its key. */
+function tlsFiles(cfg: ClusterConfig): ServeTls {
+    try {
+        return loadTls(cfg.serve);
+    } catch (e) {
+        throw new pulumi.RunError(e instanceof Error ? e.message : String(e));
+    }
+}
+
+const cfg = validatedConfig();
+const cluster = buildCluster(cfg, pulumi.getStack(), loadSecretConfig(), tlsFiles(cfg));
 
 export const endpoint = cluster.endpoint;
 export const servedModelName = cluster.servedModelName;

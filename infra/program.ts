@@ -18,6 +18,7 @@ import { Roster } from "./providers/roster";
 import { stackContainersRemoveScript } from "./builders/node";
 import { ClusterConfig, NO_SECRET_CONFIG, NodeConfig, SecretConfig } from "./config";
 import { PortSettings, nodePorts, portNumbers } from "./contract";
+import type { ServeTls } from "./tls";
 
 export interface ClusterOutputs {
     endpoint: pulumi.Output<string>;
@@ -40,12 +41,48 @@ export function portSettings(cfg: ClusterConfig): Required<PortSettings> {
         dashboardPort: cfg.ray.dashboardPort,
         clientPort: cfg.ray.clientPort,
         masterPort: cfg.native.masterPort,
+        nodeManagerPort: cfg.ray.nodeManagerPort,
+        objectManagerPort: cfg.ray.objectManagerPort,
+        runtimeEnvAgentPort: cfg.ray.runtimeEnvAgentPort,
+        dashboardAgentGrpcPort: cfg.ray.dashboardAgentGrpcPort,
+        metricsExportPort: cfg.ray.metricsExportPort,
+        dashboardAgentPort: cfg.ray.dashboardAgentPort,
+        autoscalerMetricsPort: cfg.ray.autoscalerMetricsPort,
+        dashboardMetricsPort: cfg.ray.dashboardMetricsPort,
     };
 }
 
 /** The host ports the backend's containers will listen on on `node`: preflight fails if another process holds one. */
 export function nodeListenPorts(cfg: ClusterConfig, node: NodeConfig): number[] {
     return portNumbers(nodePorts(cfg.backend, node.name === cfg.head.name, portSettings(cfg)));
+}
+
+/** serve.tls and the files read for it go together (loadTls reads them when the program starts). */
+function tlsMatchesConfig(cfg: ClusterConfig, tls: ServeTls): void {
+    if ((cfg.serve.tls === undefined) !== (tls === undefined)) {
+        const why = cfg.serve.tls ? "set but its files were not read (loadTls)" : "unset but TLS files were given";
+        throw new Error(`buildCluster: serve.tls is ${why}`);
+    }
+}
+
+/** One SparkNode per configured node, by name: its SSH target, state directory and the ports preflight checks. */
+function sparkNodes(cfg: ClusterConfig): Map<string, SparkNode> {
+    const hosts = new Map<string, SparkNode>();
+    for (const node of cfg.nodes) {
+        const ssh = sshTargetOf(node, cfg.ssh);
+        hosts.set(node.name, new SparkNode(node.name, { node, ssh, stateDir: cfg.stateDir, ports: nodeListenPorts(cfg, node) }));
+    }
+    return hosts;
+}
+
+/** The Roster: which hosts are in the stack; a host that left it is cleared of the stack's containers first. */
+function stackRoster(cfg: ClusterConfig, stack: string, host: (name: string) => SparkNode): Roster {
+    return new Roster("roster", {
+        members: cfg.nodes.map((n) => ({
+            name: n.name,
+            evictScript: remoteScriptCommand(host(n.name).ssh, `clearing node ${n.name}`, stackContainersRemoveScript(stack)),
+        })),
+    });
 }
 
 /** What both backends' graphs take: the config, the hosts, the API key and how to build a container's input. */
@@ -63,16 +100,18 @@ type BackendOutputs = Pick<ClusterOutputs, "endpoint" | "rayDashboard" | "cluste
 
 /**
  * Builds the whole resource graph from a validated config (`secrets`: which free-form values came from secret config,
- * so they stay secret in the state and every diff). Ordering comes from data: image IDs (and with
- * model.source the model's digest) into containers, the head's address into workers, container IDs into the gate,
- * its fingerprint and the key's hash into serve.
+ * so they stay secret in the state and every diff; `tls`: the files serve.tls names, read by loadTls). Ordering
+ * comes from data: image IDs (and with model.source the model's digest) into containers, the head's address into
+ * workers, container IDs into the gate, its fingerprint and the files' hashes into serve.
  */
-export function buildCluster(cfg: ClusterConfig, stack: string, secrets: SecretConfig = NO_SECRET_CONFIG): ClusterOutputs {
-    const hosts = new Map<string, SparkNode>();
-    for (const node of cfg.nodes) {
-        const ssh = sshTargetOf(node, cfg.ssh);
-        hosts.set(node.name, new SparkNode(node.name, { node, ssh, stateDir: cfg.stateDir, ports: nodeListenPorts(cfg, node) }));
-    }
+export function buildCluster(
+    cfg: ClusterConfig,
+    stack: string,
+    secrets: SecretConfig = NO_SECRET_CONFIG,
+    tls: ServeTls = undefined,
+): ClusterOutputs {
+    tlsMatchesConfig(cfg, tls);
+    const hosts = sparkNodes(cfg);
     const host = (name: string): SparkNode => hosts.get(name)!;
     const head = host(cfg.head.name);
 
@@ -88,12 +127,7 @@ export function buildCluster(cfg: ClusterConfig, stack: string, secrets: SecretC
           })
         : undefined;
     const apiKey = new random.RandomPassword("api-key", { length: API_KEY_LENGTH, special: false });
-    const roster = new Roster("roster", {
-        members: cfg.nodes.map((n) => ({
-            name: n.name,
-            evictScript: remoteScriptCommand(host(n.name).ssh, `clearing node ${n.name}`, stackContainersRemoveScript(stack)),
-        })),
-    });
+    const roster = stackRoster(cfg, stack, host);
     const ctx: GraphContext = {
         cfg,
         roster,
@@ -114,6 +148,7 @@ export function buildCluster(cfg: ClusterConfig, stack: string, secrets: SecretC
             new ServeEndpoint("serve", {
                 head,
                 apiKey: apiKey.result,
+                tls,
                 stateDir: cfg.stateDir,
                 serve: cfg.serve,
                 model: cfg.model,
@@ -136,12 +171,12 @@ function buildNative({ cfg, host, input, endpoint }: GraphContext): BackendOutpu
         ranks.map((node, nodeRank) => ({
             name: `serve-rank-${nodeRank}-container`,
             host: host(node.name),
-            args: (keyHash, earlier) =>
+            args: (files, earlier) =>
                 nativeRankContainerArgs({
                     ...input(node),
                     rank: { nodeRank, nnodes: ranks.length, masterAddr: cfg.head.fabricIp, masterPort: cfg.native.masterPort },
                     clusterGpus: cfg.totalGpus,
-                    apiKeyHash: nodeRank === 0 ? keyHash : undefined,
+                    ...(nodeRank === 0 ? files : {}),
                     rank0ContainerId: nodeRank > 0 ? earlier[0] : undefined,
                 }),
         })),
@@ -192,6 +227,7 @@ function buildRay(ctx: GraphContext): BackendOutputs {
                 ...input(w),
                 ...ray,
                 host: host(w.name),
+                ports: cfg.ray,
                 headAddress: rayHead.address,
                 headContainerId: rayHead.container.id,
             }),
@@ -209,10 +245,10 @@ function buildRay(ctx: GraphContext): BackendOutputs {
         {
             name: "serve-container",
             host: head,
-            args: (keyHash) =>
+            args: (files) =>
                 serveContainerArgs({
                     ...input(cfg.head),
-                    apiKeyHash: keyHash,
+                    ...files,
                     rayAddress: rayHead.address,
                     clusterFingerprint: ready.fingerprint,
                     clusterGpus: cfg.totalGpus,

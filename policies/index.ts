@@ -7,6 +7,7 @@ import { noPortClash } from "./noPortClash";
 import { parallelismMatchesGpus } from "./parallelismMatchesGpus";
 import { rayDashboardLoopback } from "./rayDashboardLoopback";
 import { rayTokenAuth } from "./rayTokenAuth";
+import { serveBindTls } from "./serveBindTls";
 import { serveRequiresApiKey } from "./serveRequiresApiKey";
 
 new PolicyPack("vllm-cluster", {
@@ -21,5 +22,6 @@ new PolicyPack("vllm-cluster", {
         imagePinned,
         rayTokenAuth,
         hostMountsSafe,
+        serveBindTls,
     ],
 });

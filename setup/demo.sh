@@ -112,7 +112,10 @@ trap 'rm -f "$hdr"' EXIT
 chmod 600 "$hdr"
 printf 'Authorization: Bearer %s\n' "$(pulumi stack output apiKey --show-secrets --stack "$STACK")" >"$hdr"
 body=$(printf '{"model":"%s","messages":[{"role":"user","content":"Say hello to the cluster."}],"max_tokens":24,"temperature":0}' "$model")
-curl -sS --fail-with-body --max-time 120 -H @"$hdr" -H 'Content-Type: application/json' -d "$body" "$endpoint/chat/completions" |
+# HTTPS (serve.tls): trust exactly the stack's own certificate, which also names the head's address
+tls=()
+if cert=$(pulumi config get --path serve.tls.certFile --stack "$STACK" 2>/dev/null) && [[ -n $cert ]]; then tls=(--cacert "$cert"); fi
+curl -sS --fail-with-body --max-time 120 "${tls[@]}" -H @"$hdr" -H 'Content-Type: application/json' -d "$body" "$endpoint/chat/completions" |
   python3 -m json.tool
 
 cat >"$ENV_FILE" <<EOF

@@ -12,10 +12,14 @@ import {
     COMPILE_CACHE_CONTAINER_DIR,
     RAY_TOKEN_CONTAINER_PATH,
     SHARED_TMP_CONTAINER_DIR,
+    TLS_CERT_CONTAINER_PATH,
+    TLS_KEY_CONTAINER_PATH,
     apiKeyHostPath,
     compileCacheHostDir,
     rayTokenHostPath,
     sharedTmpHostDir,
+    tlsCertHostPath,
+    tlsKeyHostPath,
 } from "./node";
 
 /** What every role's container takes from the config (plain) plus the image ID on its host (deploy-time). */
@@ -139,6 +143,17 @@ export function modelVolume(model: Pick<ModelConfig, "hostPath" | "containerPath
  */
 export function apiKeyMount(stateDir: string, node: string): docker.types.input.ContainerMount {
     return { type: "bind", source: apiKeyHostPath(stateDir, node), target: API_KEY_CONTAINER_PATH, readOnly: true };
+}
+
+/** The files the API server reads at start on the head: its key, and with serve.tls its certificate and TLS key. */
+export function serveFileMounts(stateDir: string, node: string, tls: boolean): docker.types.input.ContainerMount[] {
+    const ro = (source: string, target: string) => ({ type: "bind", source, target, readOnly: true });
+    return [
+        apiKeyMount(stateDir, node),
+        ...(tls
+            ? [ro(tlsCertHostPath(stateDir, node), TLS_CERT_CONTAINER_PATH), ro(tlsKeyHostPath(stateDir, node), TLS_KEY_CONTAINER_PATH)]
+            : []),
+    ];
 }
 
 /**

@@ -1,9 +1,9 @@
 /**
- * Secret files on a host (the API key on the head, the Ray token on every Ray host): installed from stdin (never
+ * Secret files on a host (the API key and TLS files on the head, the Ray token on every Ray host): installed from stdin (never
  * argv), checked by their hash, removed on destroy.
  */
 import { createHash } from "crypto";
-import { apiKeyHostPath, nodeStateDir, rayTokenHostPath } from "./node";
+import { apiKeyHostPath, nodeStateDir, rayTokenHostPath, tlsCertHostPath, tlsKeyHostPath } from "./node";
 import { shellQuote } from "./quote";
 import { SshTarget, remoteScriptCommand } from "./ssh";
 
@@ -18,6 +18,14 @@ export interface SecretFile {
 
 export function apiKeyFile(stateDir: string, node: string): SecretFile {
     return { kind: "api key", node, dir: nodeStateDir(stateDir, node), file: apiKeyHostPath(stateDir, node) };
+}
+
+/** The API's TLS private key and certificate on the head (serve.tls). */
+export function tlsKeyFile(stateDir: string, node: string): SecretFile {
+    return { kind: "tls key", node, dir: nodeStateDir(stateDir, node), file: tlsKeyHostPath(stateDir, node) };
+}
+export function tlsCertFile(stateDir: string, node: string): SecretFile {
+    return { kind: "tls certificate", node, dir: nodeStateDir(stateDir, node), file: tlsCertHostPath(stateDir, node) };
 }
 
 export function rayTokenFile(stateDir: string, node: string): SecretFile {

@@ -5,6 +5,9 @@ import { shellQuote } from "./quote";
 
 /** Where the serve container sees the API key file (bind-mounted read-only). */
 export const API_KEY_CONTAINER_PATH = "/run/vllm-cluster/api-key";
+/** Where the serve container sees the API's TLS certificate and key (serve.tls; bind-mounted read-only). */
+export const TLS_CERT_CONTAINER_PATH = "/run/vllm-cluster/tls-cert.pem";
+export const TLS_KEY_CONTAINER_PATH = "/run/vllm-cluster/tls-key.pem";
 /** Where Ray containers (and serve, a Ray driver) see the Ray token file (bind-mounted read-only). */
 export const RAY_TOKEN_CONTAINER_PATH = "/run/vllm-cluster/ray-token";
 /**
@@ -40,6 +43,12 @@ export function nodeStateDir(stateDir: string, node: string): string {
 }
 export function apiKeyHostPath(stateDir: string, node: string): string {
     return `${nodeStateDir(stateDir, node)}/api-key`;
+}
+export function tlsCertHostPath(stateDir: string, node: string): string {
+    return `${nodeStateDir(stateDir, node)}/tls-cert.pem`;
+}
+export function tlsKeyHostPath(stateDir: string, node: string): string {
+    return `${nodeStateDir(stateDir, node)}/tls-key.pem`;
 }
 export function rayTokenHostPath(stateDir: string, node: string): string {
     return `${nodeStateDir(stateDir, node)}/ray-token`;

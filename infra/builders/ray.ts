@@ -6,10 +6,43 @@ import { CONTAINER, DASHBOARD_HOST } from "../contract";
 import { shellJoin } from "./quote";
 import { SshTarget, remoteScriptCommand } from "./ssh";
 
-export interface RayPorts {
+/** What every Ray node listens on besides the head's own ports (ray.nodeManagerPort and the rest). */
+export interface RayNodePorts {
+    nodeManagerPort: number;
+    objectManagerPort: number;
+    runtimeEnvAgentPort: number;
+    dashboardAgentGrpcPort: number;
+    metricsExportPort: number;
+    dashboardAgentPort: number;
+    minWorkerPort: number;
+    maxWorkerPort: number;
+}
+
+export interface RayPorts extends RayNodePorts {
     gcsPort: number;
     dashboardPort: number;
     clientPort: number;
+    autoscalerMetricsPort: number;
+    dashboardMetricsPort: number;
+}
+
+/** The head's ports Ray reads from its environment only (no `ray start` flag sets them). */
+export function rayHeadPortEnv(p: Pick<RayPorts, "autoscalerMetricsPort" | "dashboardMetricsPort">): string[] {
+    return [`AUTOSCALER_METRIC_PORT=${p.autoscalerMetricsPort}`, `DASHBOARD_METRIC_PORT=${p.dashboardMetricsPort}`];
+}
+
+/** `ray start` flags that pin every port a Ray node opens (Ray would pick most at random). */
+function nodePortFlags(p: RayNodePorts): string[] {
+    return [
+        `--node-manager-port=${p.nodeManagerPort}`,
+        `--object-manager-port=${p.objectManagerPort}`,
+        `--runtime-env-agent-port=${p.runtimeEnvAgentPort}`,
+        `--dashboard-agent-grpc-port=${p.dashboardAgentGrpcPort}`,
+        `--dashboard-agent-listen-port=${p.dashboardAgentPort}`,
+        `--metrics-export-port=${p.metricsExportPort}`,
+        `--min-worker-port=${p.minWorkerPort}`,
+        `--max-worker-port=${p.maxWorkerPort}`,
+    ];
 }
 
 /** Explicit entrypoint: images ship their own (the seeds' first failure was an entrypoint conflict). */
@@ -34,6 +67,7 @@ export function rayHeadCommand(a: RayHeadCommandInput): string[] {
         `--dashboard-host=${DASHBOARD_HOST}`,
         `--dashboard-port=${a.ports.dashboardPort}`,
         `--ray-client-server-port=${a.ports.clientPort}`,
+        ...nodePortFlags(a.ports),
         "--disable-usage-stats",
     ];
     if (a.objectStoreMemoryBytes !== undefined) {
@@ -46,6 +80,7 @@ export interface RayWorkerCommandInput {
     node: NodeConfig;
     /** `<head fabric IP>:<gcs port>` */
     headAddress: string;
+    ports: RayNodePorts;
     objectStoreMemoryBytes?: number;
 }
 
@@ -58,6 +93,7 @@ export function rayWorkerCommand(a: RayWorkerCommandInput): string[] {
         `--address=${a.headAddress}`,
         `--node-ip-address=${a.node.fabricIp}`,
         `--num-gpus=${a.node.gpus}`,
+        ...nodePortFlags(a.ports),
         "--disable-usage-stats",
     ];
     if (a.objectStoreMemoryBytes !== undefined) {

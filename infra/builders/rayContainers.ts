@@ -1,14 +1,14 @@
 /** The Ray head and worker containers (backend ray). */
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
-import { CONTAINER, DASHBOARD_HOST, LABEL, PortSettings, containerPorts, portsLabel } from "../contract";
+import { CONTAINER, DASHBOARD_HOST, LABEL, containerPorts, portsLabel } from "../contract";
 import { ContainerInput, containerArgs, mapInput, modelVolume } from "./containers";
 import { containerLabels } from "./labels";
 import { nodeEnv } from "./node";
-import { RAY_ENTRYPOINT, rayHeadCommand, rayWorkerCommand } from "./ray";
+import { RAY_ENTRYPOINT, RayNodePorts, RayPorts, rayHeadCommand, rayHeadPortEnv, rayWorkerCommand } from "./ray";
 
 export interface RayHeadContainerInput extends ContainerInput {
-    ports: Required<Pick<PortSettings, "gcsPort" | "dashboardPort" | "clientPort">>;
+    ports: RayPorts;
     objectStoreMemoryBytes?: number;
 }
 
@@ -18,7 +18,7 @@ export function rayHeadContainerArgs(p: RayHeadContainerInput): docker.Container
         containerName: CONTAINER.rayHead,
         entrypoints: RAY_ENTRYPOINT,
         command: rayHeadCommand({ node: p.node, ports: p.ports, objectStoreMemoryBytes: p.objectStoreMemoryBytes }),
-        envs: nodeEnv(p.node),
+        envs: [...nodeEnv(p.node), ...rayHeadPortEnv(p.ports)],
         labels: containerLabels(
             {
                 stack: p.stack,
@@ -38,6 +38,7 @@ export interface RayWorkerContainerInput extends ContainerInput {
     headAddress: pulumi.Input<string>;
     /** The head container's ID, carried as a label so a replaced head replaces its workers. */
     headContainerId: pulumi.Input<string>;
+    ports: RayNodePorts;
     objectStoreMemoryBytes?: number;
 }
 
@@ -47,10 +48,16 @@ export function rayWorkerContainerArgs(p: RayWorkerContainerInput): docker.Conta
         containerName: CONTAINER.rayWorker,
         entrypoints: RAY_ENTRYPOINT,
         command: mapInput(p.headAddress, (headAddress) =>
-            rayWorkerCommand({ node: p.node, headAddress, objectStoreMemoryBytes: p.objectStoreMemoryBytes }),
+            rayWorkerCommand({ node: p.node, headAddress, ports: p.ports, objectStoreMemoryBytes: p.objectStoreMemoryBytes }),
         ),
         envs: nodeEnv(p.node),
-        labels: containerLabels({ stack: p.stack, role: "ray-worker", node: p.node, imageRef: p.imageRef, ports: {} }),
+        labels: containerLabels({
+            stack: p.stack,
+            role: "ray-worker",
+            node: p.node,
+            imageRef: p.imageRef,
+            ports: portsLabel(containerPorts("ray-worker", p.ports)),
+        }),
         dynamicLabels: [{ label: LABEL.headContainerId, value: p.headContainerId }],
         volumes: [modelVolume(p.model)],
     });

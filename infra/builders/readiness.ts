@@ -13,6 +13,8 @@ export interface ServeReadinessSpec {
     timeoutSeconds: number;
     /** Seconds between /health polls (default 1: a local curl; the server answers the moment it is up). */
     intervalSeconds?: number;
+    /** The server speaks HTTPS (serve.tls). */
+    tls?: boolean;
 }
 
 /** The readiness check for serve on `node`: its port and model name, the key file the install wrote. */
@@ -22,8 +24,9 @@ export function serveReadinessSpec(
     model: Pick<ModelConfig, "servedName">,
     stateDir: string,
     timeoutSeconds: number,
+    tls = false,
 ): ServeReadinessSpec {
-    return { node, port: serve.port, servedName: model.servedName, apiKeyFile: apiKeyHostPath(stateDir, node), timeoutSeconds };
+    return { node, port: serve.port, servedName: model.servedName, apiKeyFile: apiKeyHostPath(stateDir, node), timeoutSeconds, tls };
 }
 
 /**
@@ -42,7 +45,9 @@ export function serveReadinessScript(s: ServeReadinessSpec): string {
     const where = `${CONTAINER.serve} on node ${s.node}`;
     return [
         "set -uo pipefail",
-        `base=${q(`http://127.0.0.1:${s.port}`)}`,
+        `base=${q(`${s.tls ? "https" : "http"}://127.0.0.1:${s.port}`)}`,
+        // over loopback on the head itself: the certificate names the address clients use, not 127.0.0.1
+        ...(s.tls ? ['curl() { command curl --insecure "$@"; }'] : []),
         `keyfile=${q(s.apiKeyFile)}`,
         `deadline=$(( $(date +%s) + ${s.timeoutSeconds} ))`,
         `logs() { docker logs --tail 12 ${CONTAINER.serve} 2>&1 | sed 's/^/  | /' >&2 || true; }`,

@@ -2,7 +2,7 @@
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
 import { CONTAINER, LABEL, containerPorts, portsLabel } from "../contract";
-import { ContainerInput, apiKeyMount, containerArgs, mapInput, modelVolume } from "./containers";
+import { ContainerInput, containerArgs, mapInput, modelVolume, serveFileMounts } from "./containers";
 import { containerLabels } from "./labels";
 import { API_KEY_CONTAINER_PATH, nodeEnv } from "./node";
 import { HEADLESS_ENTRYPOINT, NativeRank, SERVE_ENTRYPOINT, nativeServeCommand, serveCommand, serveEnv } from "./vllm";
@@ -16,9 +16,16 @@ function parallelismLabels(p: ContainerInput, clusterGpus: number): Record<strin
     };
 }
 
+/** The TLS files' hash as a label, when there are TLS files. */
+function tlsLabel(hash: pulumi.Input<string> | undefined): { label: string; value: pulumi.Input<string> }[] {
+    return hash === undefined ? [] : [{ label: LABEL.tlsHash, value: hash }];
+}
+
 export interface ServeContainerInput extends ContainerInput {
     /** Hash of the API key (deploy-time, not secret): a new key replaces the server, which reads it at start. */
     apiKeyHash: pulumi.Input<string>;
+    /** With serve.tls: hash of the certificate and TLS key installed on the head (a new one replaces the server). */
+    tlsHash?: pulumi.Input<string>;
     /** Ray head address `<fabric IP>:<gcs port>` (deploy-time). */
     rayAddress: pulumi.Input<string>;
     /** ClusterReady's fingerprint (deploy-time): a re-formed Ray cluster restarts serve. */
@@ -50,9 +57,10 @@ export function serveContainerArgs(p: ServeContainerInput): docker.ContainerArgs
         dynamicLabels: [
             { label: LABEL.clusterFingerprint, value: p.clusterFingerprint },
             { label: LABEL.apiKeyHash, value: p.apiKeyHash },
+            ...tlsLabel(p.tlsHash),
         ],
         volumes: [modelVolume(p.model)],
-        mounts: [apiKeyMount(p.stateDir, p.node.name)],
+        mounts: serveFileMounts(p.stateDir, p.node.name, p.serve.tls !== undefined),
     });
 }
 
@@ -62,6 +70,8 @@ export interface NativeRankContainerInput extends ContainerInput {
     clusterGpus: number;
     /** Rank 0 only: hash of the API key (deploy-time, not secret); a new key replaces the server. */
     apiKeyHash?: pulumi.Input<string>;
+    /** Rank 0 only, with serve.tls: hash of the TLS files (a new certificate replaces the server). */
+    tlsHash?: pulumi.Input<string>;
     /**
      * Ranks > 0 only: rank 0's container ID (deploy-time), carried as a label so a replaced rank 0 replaces every
      * other rank too: they joined its rendezvous and must restart together.
@@ -84,6 +94,7 @@ export function nativeRankContainerArgs(p: NativeRankContainerInput): docker.Con
         if (p.apiKeyHash !== undefined) {
             dynamicLabels.push({ label: LABEL.apiKeyHash, value: p.apiKeyHash });
         }
+        dynamicLabels.push(...tlsLabel(p.tlsHash));
     } else if (p.rank0ContainerId !== undefined) {
         dynamicLabels.push({ label: LABEL.rank0ContainerId, value: p.rank0ContainerId });
     }
@@ -104,6 +115,6 @@ export function nativeRankContainerArgs(p: NativeRankContainerInput): docker.Con
         ),
         dynamicLabels,
         volumes: [modelVolume(p.model)],
-        mounts: rank0 ? [apiKeyMount(p.stateDir, p.node.name)] : undefined,
+        mounts: rank0 ? serveFileMounts(p.stateDir, p.node.name, p.serve.tls !== undefined) : undefined,
     });
 }

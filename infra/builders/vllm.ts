@@ -3,7 +3,7 @@ import { createHash } from "crypto";
 import * as fs from "fs";
 import * as path from "path";
 import type { ModelConfig, NodeConfig, ServeConfig } from "../config";
-import { API_KEY_CONTAINER_PATH, nodeEnv } from "./node";
+import { API_KEY_CONTAINER_PATH, TLS_CERT_CONTAINER_PATH, TLS_KEY_CONTAINER_PATH, nodeEnv } from "./node";
 
 /** Where the model is inside the container and the name it is served under. */
 export type ServedModel = Pick<ModelConfig, "containerPath" | "servedName">;
@@ -62,6 +62,8 @@ function serveArgv(s: ServeConfig, model: ServedModel, distributed: string[]): s
         s.host,
         "--port",
         String(s.port),
+        // HTTPS with the files the program installed on the head (serve.tls): the key never crosses in clear
+        ...(s.tls ? ["--ssl-certfile", TLS_CERT_CONTAINER_PATH, "--ssl-keyfile", TLS_KEY_CONTAINER_PATH] : []),
         "--tensor-parallel-size",
         String(s.tensorParallelSize),
         "--pipeline-parallel-size",
@@ -134,7 +136,8 @@ export function nativeServeCommand(s: ServeConfig, model: ServedModel, r: Native
     if (r.nodeRank > 0) {
         distributed.push("--headless");
     }
-    return serveArgv(s, model, distributed);
+    // a headless rank serves no API: it gets no TLS files and no TLS flags
+    return serveArgv(r.nodeRank > 0 ? { ...s, tls: undefined } : s, model, distributed);
 }
 
 /** Explicit entrypoint for headless ranks (no API, so no key): an image's own entrypoint never runs. */

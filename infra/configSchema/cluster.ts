@@ -90,6 +90,24 @@ function inBlameOrder(claims: PortClaim[]): PortClaim[] {
     return [...claims.filter((c) => c.key === "serve.port"), ...claims.filter((c) => c.key !== "serve.port")];
 }
 
+function portSettingsOf(p: Parts): PortSettings {
+    return {
+        servePort: p.serve.port,
+        gcsPort: p.ray.gcsPort,
+        dashboardPort: p.ray.dashboardPort,
+        clientPort: p.ray.clientPort,
+        masterPort: p.native.masterPort,
+        nodeManagerPort: p.ray.nodeManagerPort,
+        objectManagerPort: p.ray.objectManagerPort,
+        runtimeEnvAgentPort: p.ray.runtimeEnvAgentPort,
+        dashboardAgentGrpcPort: p.ray.dashboardAgentGrpcPort,
+        metricsExportPort: p.ray.metricsExportPort,
+        dashboardAgentPort: p.ray.dashboardAgentPort,
+        autoscalerMetricsPort: p.ray.autoscalerMetricsPort,
+        dashboardMetricsPort: p.ray.dashboardMetricsPort,
+    };
+}
+
 /**
  * Every container uses host networking, so on each host sshd and the containers the backend runs there (the
  * contract's port claims) need distinct ports. The other backend's ports are never opened, so never checked.
@@ -99,13 +117,7 @@ function portsDoNotClash(p: Parts, ctx: z.RefinementCtx): void {
     if (backend === undefined) {
         return;
     }
-    const settings: PortSettings = {
-        servePort: p.serve.port,
-        gcsPort: p.ray.gcsPort,
-        dashboardPort: p.ray.dashboardPort,
-        clientPort: p.ray.clientPort,
-        masterPort: p.native.masterPort,
-    };
+    const settings = portSettingsOf(p);
     p.nodes.forEach((n, i) => {
         if (n === undefined) {
             return;
@@ -142,21 +154,38 @@ function modelApartFromState(config: unknown, ctx: z.RefinementCtx): void {
 }
 
 /**
- * Ports Ray takes on every node besides the configured ones, at its defaults (the program leaves them so): the
- * worker processes' range and the dashboard agent. The serve API listening there would lose to a Ray worker at
- * random, some start after a restart.
+ * Ray's worker processes listen anywhere in ray.minWorkerPort..maxWorkerPort on every Ray host: a listener the
+ * program configures there (the serve API, a Ray port, SSH) would lose to a Ray worker at random, some start after a
+ * restart.
  */
-export const RAY_DEFAULT_PORTS = { workers: [10002, 19999], dashboardAgent: 52365 } as const;
-
-function servePortClearOfRay(p: Parts, ctx: z.RefinementCtx): void {
-    const port = p.serve.port;
-    if ((p.backend ?? "ray") !== "ray" || port === undefined) return;
-    const [lo, hi] = RAY_DEFAULT_PORTS.workers;
-    if (port >= lo && port <= hi) {
-        problem(ctx, ["serve", "port"], `${port} is in Ray's worker port range ${lo}-${hi} on every node; choose a port outside it`);
-    } else if (port === RAY_DEFAULT_PORTS.dashboardAgent) {
-        problem(ctx, ["serve", "port"], `${port} is Ray's dashboard agent port on every node; choose another`);
+function portsClearOfRayWorkers(p: Parts, ctx: z.RefinementCtx): void {
+    const { minWorkerPort: lo, maxWorkerPort: hi } = p.ray;
+    if ((p.backend ?? "ray") !== "ray" || lo === undefined || hi === undefined) return;
+    if (lo > hi) {
+        problem(ctx, ["ray", "maxWorkerPort"], `${hi} is below ray.minWorkerPort ${lo}`);
+        return;
     }
+    const settings = portSettingsOf(p);
+    const seen = new Set<string>();
+    p.nodes.forEach((n, i) => {
+        const claims = [
+            ...(n?.sshPort === undefined ? [] : [{ key: `nodes[${i}].sshPort`, port: n.sshPort }]),
+            ...nodePorts("ray", i === p.head, settings),
+        ];
+        for (const { key, port } of claims) {
+            if (port >= lo && port <= hi && !seen.has(key)) {
+                seen.add(key);
+                problem(
+                    ctx,
+                    key
+                        .replace(/\[(\d+)\]/g, ".$1")
+                        .split(".")
+                        .map((k) => (/^\d+$/.test(k) ? Number(k) : k)),
+                    `${port} is in Ray's worker port range ${lo}-${hi} (ray.minWorkerPort..maxWorkerPort) on every Ray host; choose a port outside it`,
+                );
+            }
+        }
+    });
 }
 
 const sectionsSchema = section(clusterFields);
@@ -196,7 +225,7 @@ export const clusterSchema = z
         parallelismUsesEveryGpu(parts, ctx);
         portsDoNotClash(parts, ctx);
         modelApartFromState(config, ctx);
-        servePortClearOfRay(parts, ctx);
+        portsClearOfRayWorkers(parts, ctx);
     }, evenIfInvalid)
     .transform(assemble);
 

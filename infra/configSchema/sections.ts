@@ -75,6 +75,22 @@ export const rayFields = {
     gcsPort: port(6379),
     dashboardPort: port(8265),
     clientPort: port(10001),
+    /**
+     * The ports Ray opens on every Ray host besides these, pinned (Ray picks most at random otherwise), so the port
+     * contract, preflight and the policy pack know every one: raylet, object manager, runtime-env agent, dashboard
+     * agent (gRPC and HTTP), metrics export, and the range its worker processes listen in.
+     */
+    nodeManagerPort: port(6380),
+    objectManagerPort: port(6381),
+    runtimeEnvAgentPort: port(6382),
+    dashboardAgentGrpcPort: port(6383),
+    metricsExportPort: port(6384),
+    dashboardAgentPort: port(52365),
+    /** On the head only: the autoscaler's and the dashboard's metrics (Ray's fixed defaults, on every interface). */
+    autoscalerMetricsPort: port(44217),
+    dashboardMetricsPort: port(44227),
+    minWorkerPort: port(10002),
+    maxWorkerPort: port(19999),
     /** Ray's own floor is 75 MiB; unset lets Ray size the object store from the host's memory. */
     objectStoreMemoryBytes: int({ min: 78643200 }).optional(),
     /** How long to wait for every node to join the Ray cluster with its GPUs. */

@@ -11,6 +11,7 @@ import {
     optional,
     pattern,
     port,
+    quotablePath,
     positiveInt,
     seconds,
     section,
@@ -42,6 +43,9 @@ export const MANAGED_SERVE_FLAGS: readonly string[] = [
     "--enable-auto-tool-choice",
     "--trust-remote-code",
     "--load-format",
+    // TLS (serve.tls): the program ships the files and passes their container paths
+    "--ssl-keyfile",
+    "--ssl-certfile",
     // native backend (vLLM's multi-node without Ray)
     "--nnodes",
     "--node-rank",
@@ -84,10 +88,25 @@ const extraArg = item().superRefine((arg, ctx) => {
     }
 });
 
+/**
+ * The API's TLS certificate and its private key, PEM files on the operator's machine (`~/` is the operator's home):
+ * the program installs them on the head (the key mode 600 in the node's state directory) and vLLM serves HTTPS.
+ * The key file must be readable by its owner only, as ssh insists for its keys.
+ */
+const tlsFields = {
+    certFile: quotablePath(),
+    keyFile: quotablePath(),
+};
+
 export const serveFields = {
     port: port(8000),
-    /** The address the API binds to on the head (0.0.0.0: every interface). */
+    /**
+     * The address the API binds to on the head (0.0.0.0: every interface). Off loopback and the head's fabric IP,
+     * the policy pack requires serve.tls: the bearer key would otherwise cross the network in clear.
+     */
     host: withDefault(ipv4(), "0.0.0.0"),
+    /** HTTPS for the API (see tlsFields); unset: plain HTTP. */
+    tls: section(tlsFields).optional(),
     /** TP x PP must equal the cluster's GPUs: vLLM places exactly one worker per GPU. */
     tensorParallelSize: positiveInt(),
     pipelineParallelSize: positiveInt().default(1),

@@ -3,11 +3,13 @@
  * simulated hosts by the real Pulumi engine and provider plugins, through the Automation API. Run by
  * tests/integration/run.sh (root, testbed up, toolchain on PATH), never by the unit run.
  */
+import { X509Certificate } from "crypto";
 import * as fs from "fs";
+import * as tls from "tls";
 import { RAY_TOKEN_ENV } from "../../infra/builders/containers";
 import { RAY_TOKEN_CONTAINER_PATH, apiKeyHostPath, compileCacheHostDir, nodeStateDir, rayTokenHostPath } from "../../infra/builders/node";
 import { shellQuote } from "../../infra/builders/quote";
-import { CONTAINER } from "../../infra/contract";
+import { CONTAINER, LABEL } from "../../infra/contract";
 import {
     OpResult,
     Project,
@@ -162,7 +164,7 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
         const r = expectOk(await timedUp("up-from-empty-to-serving"));
         endpoint = r.outputs.endpoint as string;
         apiKey = r.outputs.apiKey as string;
-        expect(endpoint).toBe(`http://${hosts.node(head).sshHost}:${port}/v1`);
+        expect(endpoint).toBe(`https://${hosts.node(head).sshHost}:${port}/v1`);
         expect(apiKey).toMatch(/^[A-Za-z0-9]{48}$/);
         expect(r.outputs.servedModelName).toBe(model);
         expect(changed(r).filter((c) => !c.startsWith("create "))).toEqual([]);
@@ -192,6 +194,66 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
         expect(metrics.body).toMatch(/^vllm:request_success_total\{.*\} [1-9]/m);
         expect(metrics.body).toMatch(/^vllm:prompt_tokens_total\{.*\} [1-9]/m);
     }, 300_000);
+
+    test("HTTPS only: the certificate served is the stack's and names the head; plain HTTP gets no answer from the API", async () => {
+        await serving();
+        const url = new URL(endpoint);
+        expect(url.protocol).toBe("https:");
+        // request() trusts only the stack's certificate and checks the address against it: a 200 proves both
+        expect((await request("GET", `${url.origin}/health`)).status).toBe(200);
+        const served = await new Promise<string>((resolve, reject) => {
+            const s = tls.connect({ host: url.hostname, port: Number(url.port), rejectUnauthorized: false }, () => {
+                resolve(s.getPeerX509Certificate()?.fingerprint256 ?? "");
+                s.end();
+            });
+            s.on("error", reject);
+        });
+        const ours = new X509Certificate(fs.readFileSync(hosts.cfg.serve.tls!.certFile)).fingerprint256;
+        expect(served).toBe(ours);
+        // the same port over plain HTTP: the key in this request would cross in clear; the server never answers it
+        const plain = await request("POST", `http://${url.host}/v1/chat/completions`, { key: apiKey, body: {} }).catch((e: Error) => e);
+        expect(plain instanceof Error ? "no HTTP answer" : `HTTP ${plain.status}`).toBe("no HTTP answer");
+    }, 300_000);
+
+    test("every port listening on a host is in the port contract, in Ray's worker range, or bound to the fabric or loopback", async () => {
+        await serving();
+        const { minWorkerPort: lo, maxWorkerPort: hi } = hosts.cfg.ray;
+        for (const n of hosts.cfg.nodes) {
+            // what the containers on this host claim (their `ports` labels: what preflight and the policy pack check)
+            const labels = await hosts.docker(n.name, [
+                "ps",
+                "--filter",
+                `label=${LABEL.stack}=${STACK}`,
+                "--format",
+                `{{.Label "${LABEL.ports}"}}`,
+            ]);
+            const claimed = new Set(
+                labels.stdout
+                    .split("\n")
+                    .filter(Boolean)
+                    .flatMap((l) => Object.values(JSON.parse(l) as Record<string, number>)),
+            );
+            claimed.add(n.sshPort);
+            const ss = await hosts.must(n.name, ["ss", "-Hltnp"]);
+            const stray = ss
+                .split("\n")
+                .filter(Boolean)
+                .map((l) => l.trim().split(/\s+/))
+                .map((f) => ({ at: f[3], who: (/\(\("([^"]+)"/.exec(f[5] ?? "") ?? [])[1] ?? "?" }))
+                .filter(({ at }) => {
+                    const port = Number(at.slice(at.lastIndexOf(":") + 1));
+                    const addr = at
+                        .slice(0, at.lastIndexOf(":"))
+                        .replace(/^\[|\]$/g, "")
+                        .replace(/^::ffff:/, "");
+                    const private_ = addr === n.fabricIp || addr === "127.0.0.1" || addr === "::1";
+                    return !private_ && !claimed.has(port) && !(port >= lo && port <= hi);
+                })
+                .map(({ at, who }) => `${at} (${who})`);
+            expect([n.name, stray]).toEqual([n.name, []]);
+            expect(claimed.size).toBeGreaterThan(1);
+        }
+    }, 120_000);
 
     test("TP 2 across the two hosts (Ray) generates exactly the tokens of TP 1 on one host, greedy", async () => {
         await serving();

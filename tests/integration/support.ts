@@ -1,14 +1,27 @@
 /** Shared by the integration test files: bounded HTTP to the serve endpoint, chat completions, timings. */
 import * as fs from "fs";
 import * as http from "http";
+import * as https from "https";
+import * as path from "path";
 import { Project, up } from "./engine";
+import { stackConfig } from "./hosts";
+
+/**
+ * The certificate the simulated stacks serve HTTPS with (serve.tls, made by the testbed): the only one trusted, so
+ * a request also checks that the endpoint's address is in it.
+ */
+function testbedCa(): string {
+    const tls = stackConfig(path.join(__dirname, "..", "..", "stacks", "Pulumi.local.yaml")).serve.tls;
+    if (!tls) throw new Error("the local stack sets no serve.tls");
+    return fs.readFileSync(tls.certFile, "utf8");
+}
 
 export interface HttpAnswer {
     status: number;
     body: string;
 }
 
-/** One bounded HTTP request to the serve endpoint (node's http: the key is never on a command line). */
+/** One bounded HTTP(S) request to the serve endpoint (node's http: the key is never on a command line). */
 export function request(method: string, url: string, opts: { key?: string; body?: unknown; timeoutMs?: number } = {}): Promise<HttpAnswer> {
     return new Promise((resolve, reject) => {
         const data = opts.body === undefined ? undefined : JSON.stringify(opts.body);
@@ -19,11 +32,15 @@ export function request(method: string, url: string, opts: { key?: string; body?
         if (data) {
             headers["Content-Type"] = "application/json";
         }
-        const req = http.request(url, { method, headers, timeout: opts.timeoutMs ?? 60_000 }, (res) => {
+        const options = { method, headers, timeout: opts.timeoutMs ?? 60_000 };
+        const onAnswer = (res: http.IncomingMessage) => {
             let body = "";
             res.on("data", (d: Buffer) => (body += d.toString()));
             res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-        });
+        };
+        const req = url.startsWith("https:")
+            ? https.request(url, { ...options, ca: testbedCa() }, onAnswer)
+            : http.request(url, options, onAnswer);
         req.on("timeout", () => req.destroy(new Error(`${method} ${url}: no answer within ${opts.timeoutMs ?? 60_000} ms`)));
         req.on("error", reject);
         req.end(data);

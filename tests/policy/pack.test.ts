@@ -14,7 +14,7 @@ describe("vllm-cluster policy pack", () => {
         expect(name).toBe("vllm-cluster");
     });
 
-    it("assembles the nine policies with unique names", () => {
+    it("assembles the ten policies with unique names", () => {
         const names = args.policies.map((p) => p.name);
         expect(names).toEqual([
             "gpu-memory-utilization",
@@ -26,6 +26,7 @@ describe("vllm-cluster policy pack", () => {
             "image-pinned",
             "ray-token-auth",
             "host-mounts-safe",
+            "serve-bind-needs-tls",
         ]);
     });
 

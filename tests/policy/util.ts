@@ -116,6 +116,8 @@ export function rayWorker(node = "spark-2"): ContainerProps {
 }
 
 export const API_KEY_FILE = "/run/vllm-cluster/api-key";
+export const TLS_CERT_FILE = "/run/vllm-cluster/tls-cert.pem";
+export const TLS_KEY_FILE = "/run/vllm-cluster/tls-key.pem";
 
 /** A compliant vLLM serve container on spark-1 (TP 2 over the head's and the worker's GPU). */
 export function serve(): ContainerProps {
@@ -139,6 +141,10 @@ export function serve(): ContainerProps {
             "0.0.0.0",
             "--port",
             "8001",
+            "--ssl-certfile",
+            TLS_CERT_FILE,
+            "--ssl-keyfile",
+            TLS_KEY_FILE,
             "--tensor-parallel-size",
             "2",
             "--pipeline-parallel-size",
@@ -160,6 +166,8 @@ export function serve(): ContainerProps {
                 readOnly: true,
             },
             { hostPath: "/var/lib/vllm-cluster/spark-1/api-key", containerPath: API_KEY_FILE, readOnly: true },
+            { hostPath: "/var/lib/vllm-cluster/spark-1/tls-cert.pem", containerPath: TLS_CERT_FILE, readOnly: true },
+            { hostPath: "/var/lib/vllm-cluster/spark-1/tls-key.pem", containerPath: TLS_KEY_FILE, readOnly: true },
             { hostPath: "/var/lib/vllm-cluster/spark-1/tmp", containerPath: "/tmp" },
         ],
     };

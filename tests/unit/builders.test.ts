@@ -467,7 +467,35 @@ describe("image distribution", () => {
 });
 
 describe("ray containers", () => {
-    const ports = { gcsPort: 6379, dashboardPort: 8265, clientPort: 10001 };
+    const nodePorts = {
+        nodeManagerPort: 6380,
+        objectManagerPort: 6381,
+        runtimeEnvAgentPort: 6382,
+        dashboardAgentGrpcPort: 6383,
+        metricsExportPort: 6384,
+        dashboardAgentPort: 52365,
+        minWorkerPort: 10002,
+        maxWorkerPort: 19999,
+    };
+    const ports = {
+        gcsPort: 6379,
+        dashboardPort: 8265,
+        clientPort: 10001,
+        autoscalerMetricsPort: 44217,
+        dashboardMetricsPort: 44227,
+        ...nodePorts,
+    };
+    /** Every port a Ray node opens, pinned: nothing is left to Ray's random choice. */
+    const pinned = [
+        "--node-manager-port=6380",
+        "--object-manager-port=6381",
+        "--runtime-env-agent-port=6382",
+        "--dashboard-agent-grpc-port=6383",
+        "--dashboard-agent-listen-port=52365",
+        "--metrics-export-port=6384",
+        "--min-worker-port=10002",
+        "--max-worker-port=19999",
+    ];
 
     test("head binds the fabric IP, declares GPUs, dashboard on loopback, blocks", () => {
         const cmd = rayHeadCommand({ node: spark1, ports });
@@ -482,18 +510,22 @@ describe("ray containers", () => {
             "--dashboard-host=127.0.0.1",
             "--dashboard-port=8265",
             "--ray-client-server-port=10001",
+            ...pinned,
             "--disable-usage-stats",
         ]);
     });
 
     test("worker joins the head address with its own fabric IP", () => {
-        expect(rayWorkerCommand({ node: sim, headAddress: "10.232.0.11:6379", objectStoreMemoryBytes: 100000000 })).toEqual([
+        expect(
+            rayWorkerCommand({ node: sim, headAddress: "10.232.0.11:6379", ports: nodePorts, objectStoreMemoryBytes: 100000000 }),
+        ).toEqual([
             "ray",
             "start",
             "--block",
             "--address=10.232.0.11:6379",
             "--node-ip-address=10.232.0.12",
             "--num-gpus=1",
+            ...pinned,
             "--disable-usage-stats",
             "--object-store-memory=100000000",
         ]);

@@ -157,12 +157,36 @@ const cases: [string, (r: Raw) => void, string[]][] = [
     [
         "serve port in Ray's worker port range",
         (r) => (r.serve.port = 12000),
-        ["serve.port: 12000 is in Ray's worker port range 10002-19999 on every node; choose a port outside it"],
+        [
+            "serve.port: 12000 is in Ray's worker port range 10002-19999 (ray.minWorkerPort..maxWorkerPort) on every Ray host; " +
+                "choose a port outside it",
+        ],
     ],
     [
         "serve port on Ray's dashboard agent",
         (r) => (r.serve.port = 52365),
-        ["serve.port: 52365 is Ray's dashboard agent port on every node; choose another"],
+        ["ray.dashboardAgentPort: port 52365 clashes with serve.port on host spark-1"],
+    ],
+    [
+        "a pinned Ray node port in the worker range, on every host",
+        (r) => (r.ray.metricsExportPort = 12000),
+        [
+            "ray.metricsExportPort: 12000 is in Ray's worker port range 10002-19999 (ray.minWorkerPort..maxWorkerPort) on " +
+                "every Ray host; choose a port outside it",
+        ],
+    ],
+    [
+        "a Ray node port on a worker host's sshd",
+        (r) => (r.ray.objectManagerPort = 22),
+        [
+            "ray.objectManagerPort: port 22 clashes with nodes[0].sshPort on host spark-1",
+            "ray.objectManagerPort: port 22 clashes with nodes[1].sshPort on host spark-2",
+        ],
+    ],
+    [
+        "an empty worker port range",
+        (r) => ((r.ray.minWorkerPort = 20000), (r.ray.maxWorkerPort = 19999)),
+        ["ray.maxWorkerPort: 19999 is below ray.minWorkerPort 20000"],
     ],
     [
         "one host spelled twice (case)",

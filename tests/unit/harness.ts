@@ -13,6 +13,7 @@ import * as fs from "fs";
 import * as path from "path";
 import { ClusterConfig, validateConfig } from "../../infra/config";
 import { ClusterOutputs, buildCluster } from "../../infra/program";
+import type { ServeTls } from "../../infra/tls";
 
 // js-yaml ships with the toolchain (a dependency of the test tooling); typed locally to keep it a dev concern.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -230,8 +231,19 @@ export async function runMocked(build: () => ClusterOutputs, stack: string, vari
     };
 }
 
+/** What loadTls would read for a stack with serve.tls (the files exist on the operator's machine, not here). */
+export const TEST_TLS = {
+    cert: "-----BEGIN CERTIFICATE-----\nMIIB-test-certificate\n-----END CERTIFICATE-----\n",
+    key: "-----BEGIN PRIVATE KEY-----\nMIIE-test-tls-key\n-----END PRIVATE KEY-----\n",
+};
+
+/** TEST_TLS as loadTls returns it when the config sets serve.tls (call inside the mocked program). */
+export function testTls(cfg: ClusterConfig): ServeTls {
+    return cfg.serve.tls ? { cert: TEST_TLS.cert, key: pulumi.secret(TEST_TLS.key) } : undefined;
+}
+
 export function runStack(stack: string, cfg: ClusterConfig = loadStack(stack), variant?: Variant): Promise<Run> {
-    return runMocked(() => buildCluster(cfg, stack), stack, variant);
+    return runMocked(() => buildCluster(cfg, stack, undefined, testTls(cfg)), stack, variant);
 }
 
 /** Resource name -> its input keys that hold an unknown (in a preview: made from an output not known yet). */

@@ -3,7 +3,7 @@ import * as vm from "vm";
 import { parseReport } from "../../components/clusterReady";
 import { parseFacts } from "../../components/sparkNode";
 import { ClusterConfig, validateConfig } from "../../infra/config";
-import { apiKeyHash } from "../../infra/builders/key";
+import { apiKeyHash, secretHash } from "../../infra/builders/key";
 import { SERVE_ENTRYPOINT, joinFingerprint } from "../../infra/builders/vllm";
 import { hostCheckProvider } from "../../infra/providers/hostCheck";
 import { keyFileProvider } from "../../infra/providers/keyFile";
@@ -14,6 +14,7 @@ import { modelChainProvider } from "../../infra/providers/modelChain";
 import {
     MOCK_API_KEY,
     PropertyDependencies,
+    TEST_TLS,
     Rec,
     Run,
     deepClone,
@@ -100,6 +101,7 @@ function expectedGraph(cfg: ClusterConfig): [string, string, string, string][] {
         ["serve-container", T.container, "serve", `${cfg.head.name}-docker`],
         ["serve-readiness", T.dynamic, "serve", ""],
     );
+    if (cfg.serve.tls) rows.push(["serve-tls-cert-file", T.dynamic, "serve", ""], ["serve-tls-key-file", T.dynamic, "serve", ""]);
     return rows.sort((a, b) => a[0].localeCompare(b[0]));
 }
 
@@ -211,6 +213,30 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
         expect(labelsOf(serve)["vllm-cluster.api-key-sha256"]).toBe(apiKeyHash(MOCK_API_KEY));
         expect(get(run, "serve-readiness").inputs.triggers).toEqual([serve.id]);
         expect(get(run, "serve-api-key-file").inputs.key).toEqual(secretValue(MOCK_API_KEY));
+        // serve.tls: the certificate and its key installed next to the key file, mounted read-only, served by vLLM
+        expect(cfg.serve.tls).toBeDefined();
+        expect(serve.dependsOn).toEqual(expect.arrayContaining(["serve-tls-cert-file", "serve-tls-key-file"]));
+        expect(get(run, "serve-tls-key-file").inputs.key).toEqual(secretValue(TEST_TLS.key));
+        expect(get(run, "serve-tls-cert-file").inputs.key).toEqual(secretValue(TEST_TLS.cert));
+        const tlsHash = secretHash("tls certificate", TEST_TLS.cert) + secretHash("tls key", TEST_TLS.key);
+        expect(labelsOf(serve)["vllm-cluster.tls-sha256"]).toBe(tlsHash);
+        expect(JSON.stringify(serve.inputs)).not.toContain("MIIE-test-tls-key");
+        const state = `${cfg.stateDir}/${cfg.head.name}`;
+        expect(serve.inputs.mounts).toEqual(
+            expect.arrayContaining([
+                { type: "bind", source: `${state}/tls-cert.pem`, target: "/run/vllm-cluster/tls-cert.pem", readOnly: true },
+                { type: "bind", source: `${state}/tls-key.pem`, target: "/run/vllm-cluster/tls-key.pem", readOnly: true },
+            ]),
+        );
+        const cmd = serve.inputs.command as string[];
+        expect(cmd.slice(cmd.indexOf("--ssl-certfile"), cmd.indexOf("--ssl-certfile") + 4)).toEqual([
+            "--ssl-certfile",
+            "/run/vllm-cluster/tls-cert.pem",
+            "--ssl-keyfile",
+            "/run/vllm-cluster/tls-key.pem",
+        ]);
+        expect(run.resolved.endpoint).toBe(`https://${cfg.head.sshHost}:${cfg.serve.port}/v1`);
+        expect(get(run, "serve-readiness").inputs.waitScript).toContain(`https://127.0.0.1:${cfg.serve.port}`);
     });
 
     test("the source host's image check (and so the Ray head) does not wait for the chain; every other host's does", () => {
@@ -283,7 +309,7 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
     test("outputs", () => {
         const cfg = configs[stack];
         const run = runs[stack];
-        expect(run.resolved.endpoint).toBe(`http://${cfg.head.sshHost}:${cfg.serve.port}/v1`);
+        expect(run.resolved.endpoint).toBe(`https://${cfg.head.sshHost}:${cfg.serve.port}/v1`);
         expect(run.outputs.servedModelName).toBe(cfg.model.servedName);
         expect(run.outputs.rayDashboard).toBe(`ssh -L 8265:127.0.0.1:8265 ${cfg.head.sshUser}@${cfg.head.sshHost}`);
         expect(run.outputs.nodes.map((n) => n.name)).toEqual(cfg.nodes.map((n) => n.name));
@@ -348,6 +374,18 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
                 type: "bind",
                 source: "/home/aurora/.local/state/vllm-cluster/spark-1/api-key",
                 target: "/run/vllm-cluster/api-key",
+                readOnly: true,
+            },
+            {
+                type: "bind",
+                source: "/home/aurora/.local/state/vllm-cluster/spark-1/tls-cert.pem",
+                target: "/run/vllm-cluster/tls-cert.pem",
+                readOnly: true,
+            },
+            {
+                type: "bind",
+                source: "/home/aurora/.local/state/vllm-cluster/spark-1/tls-key.pem",
+                target: "/run/vllm-cluster/tls-key.pem",
                 readOnly: true,
             },
             {
@@ -418,7 +456,13 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
         });
         expect(envOf(worker).TORCHINDUCTOR_CACHE_DIR).toBe("/var/cache/vllm-cluster/torchinductor");
         expect(labelsOf(head)["vllm-cluster.dashboard-host"]).toBe("127.0.0.1");
-        expect(labelsOf(head)["vllm-cluster.ports"]).toBe('{"gcs":6379,"dashboard":8265,"client":10001}');
+        // every port a Ray node opens is pinned and claimed: preflight checks it free, the policy pack sees it
+        const nodePorts =
+            '"raylet":6380,"object-manager":6381,"runtime-env-agent":6382,"dashboard-agent-grpc":6383,"metrics":6384,"dashboard-agent":52365';
+        const headOnly = '"gcs":6379,"dashboard":8265,"client":10001,"autoscaler-metrics":44217,"dashboard-metrics":44227';
+        expect(labelsOf(head)["vllm-cluster.ports"]).toBe(`{${headOnly},${nodePorts}}`);
+        expect(envOf(head)).toMatchObject({ AUTOSCALER_METRIC_PORT: "44217", DASHBOARD_METRIC_PORT: "44227" });
+        expect(labelsOf(worker)["vllm-cluster.ports"]).toBe(`{${nodePorts}}`);
     });
 
     test("docker providers go over ssh:// with verified host keys", () => {
@@ -598,8 +642,9 @@ describe("spark stack: a changed upstream output changes the inputs of exactly w
 describe("dynamic providers reach the engine serialized (real closure serialization, nothing mocked)", () => {
     test("each loads as a module whose provider diffs as the source does", async () => {
         const dynamic = runs.local.resources.filter((r) => r.type === T.dynamic);
-        // per node: image presence and the Ray token file; the image chain, the gate, the key file and serve readiness
-        expect(dynamic).toHaveLength(configs.local.nodes.length * 2 + 5);
+        // per node: image presence and the Ray token file; the image chain, the gate, the key file, serve readiness
+        // and the two TLS files
+        expect(dynamic).toHaveLength(configs.local.nodes.length * 2 + 7);
         for (const r of dynamic) {
             const mod = { exports: {} as { handler?: () => pulumi.dynamic.ResourceProvider } };
             vm.runInNewContext(r.serializedProvider ?? "", { exports: mod.exports, require });
@@ -737,6 +782,8 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
             ["serve-rank-0-container", T.container, "serve", "spark-1-docker"],
             ["serve-rank-1-container", T.container, "serve", "spark-2-docker"],
             ["serve-readiness", T.dynamic, "serve", ""],
+            ["serve-tls-cert-file", T.dynamic, "serve", ""],
+            ["serve-tls-key-file", T.dynamic, "serve", ""],
             ["image-chain", T.dynamic, "image", ""],
         );
         expect(run.resources.map((r) => [r.name, r.type, r.parent, r.provider])).toEqual(rows.sort((a, b) => a[0].localeCompare(b[0])));
@@ -771,6 +818,15 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
         expect(get(run, "serve-readiness").inputs.triggers).toEqual([r0.id, r1.id]);
         expect(run.resolved.clusterFingerprint).toBe(joinFingerprint([r0.id, r1.id]));
         expect(get(run, "serve-api-key-file").inputs.key).toEqual(secretValue(MOCK_API_KEY));
+        // serve.tls: rank 0 serves HTTPS with the installed files; a headless rank gets neither files nor flags
+        expect(r0.dependsOn).toEqual(expect.arrayContaining(["serve-tls-cert-file", "serve-tls-key-file"]));
+        expect(get(run, "serve-tls-key-file").inputs.key).toEqual(secretValue(TEST_TLS.key));
+        expect(labelsOf(r0)["vllm-cluster.tls-sha256"]).toBe(
+            secretHash("tls certificate", TEST_TLS.cert) + secretHash("tls key", TEST_TLS.key),
+        );
+        expect(r0.inputs.command).toEqual(expect.arrayContaining(["--ssl-certfile", "--ssl-keyfile"]));
+        expect(JSON.stringify(r1.inputs)).not.toMatch(/ssl|tls/);
+        expect(run.resolved.endpoint).toBe(`https://${cfg.head.sshHost}:${cfg.serve.port}/v1`);
     });
 
     test("dependencies are data: each input waits on exactly the resources it is made from", async () => {
@@ -837,7 +893,7 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
     });
 
     test("outputs: endpoint on the head, a join fingerprint, no Ray dashboard", () => {
-        expect(run.resolved.endpoint).toBe("http://10.231.0.11:8000/v1");
+        expect(run.resolved.endpoint).toBe("https://10.231.0.11:8000/v1");
         expect(run.resolved.clusterFingerprint).toMatch(/^[0-9a-f]{16}$/);
         expect(run.outputs.rayDashboard).toBe("none (backend native runs no Ray)");
     });

@@ -7,7 +7,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { specialSecretSig, specialSigKey } from "@pulumi/pulumi/runtime/rpc";
 import { NO_SECRET_CONFIG, loadSecretConfig } from "../../infra/config";
 import { buildCluster } from "../../infra/program";
-import { loadStack, runMocked } from "./harness";
+import { loadStack, runMocked, testTls } from "./harness";
 
 /** What the mocks see of a secret input: Pulumi's secret signature around the value. */
 const isSecretInput = (v: unknown) =>
@@ -18,7 +18,7 @@ describe("secret config stays secret", () => {
         const cfg = loadStack("local");
         cfg.nodes[1].env = { ...cfg.nodes[1].env, HF_TOKEN: "hf_from_secret_config" };
         cfg.nodes[0].env = {};
-        const run = await runMocked(() => buildCluster(cfg, "local", { nodeEnv: true, serveArgs: false }), "local");
+        const run = await runMocked(() => buildCluster(cfg, "local", { nodeEnv: true, serveArgs: false }, testTls(cfg)), "local");
         expect(isSecretInput(run.byName.get("ray-worker-spark-2-container")!.inputs.envs)).toBe(true);
         // spark-1 has no env values of its own: nothing secret to keep, its diffs stay readable
         expect(isSecretInput(run.byName.get("ray-head-container")!.inputs.envs)).toBe(false);
@@ -28,14 +28,14 @@ describe("secret config stays secret", () => {
     test("serve with a secret: the serve command (which carries extraArgs) is a secret input; Ray's commands are not", async () => {
         const cfg = loadStack("local");
         cfg.serve.extraArgs = [...cfg.serve.extraArgs, "--hf-token", "hf_from_secret_config"];
-        const run = await runMocked(() => buildCluster(cfg, "local", { nodeEnv: false, serveArgs: true }), "local");
+        const run = await runMocked(() => buildCluster(cfg, "local", { nodeEnv: false, serveArgs: true }, testTls(cfg)), "local");
         expect(isSecretInput(run.byName.get("serve-container")!.inputs.command)).toBe(true);
         expect(isSecretInput(run.byName.get("ray-head-container")!.inputs.command)).toBe(false);
     });
 
     test("no secret config: nothing is made secret (the default)", async () => {
         const cfg = loadStack("local");
-        const run = await runMocked(() => buildCluster(cfg, "local", NO_SECRET_CONFIG), "local");
+        const run = await runMocked(() => buildCluster(cfg, "local", NO_SECRET_CONFIG, testTls(cfg)), "local");
         for (const r of run.resources.filter((x) => x.type === "docker:index/container:Container")) {
             expect([r.name, isSecretInput(r.inputs.envs), isSecretInput(r.inputs.command)]).toEqual([r.name, false, false]);
         }
