@@ -7,18 +7,35 @@
  * messages on as events: the Automation API's event stream, `--event-log` files (the timelines), `pulumi up --debug`
  * and anything a pipeline keeps of them would hold the API key and the Ray token. Seen with SDK 3.248 to 3.276.
  *
- * The program keeps those messages (they say which call finished and whether it failed) without the response.
+ * The invoke and call paths also log the serialized arguments (`obj=`) at every verbosity. No SDK release up to 3.276
+ * (the newest on the registry on 2026-12-02) stops this, so the program keeps those messages (they say which call
+ * finished and whether it failed) without any payload, and fails if the SDK stops taking the wrapper.
  */
 import * as pulumi from "@pulumi/pulumi";
 
 export const OMITTED = "[omitted: engine responses hold secret values in plain text]";
 
-const RPC_RESPONSE = /^(.*\bRPC finished\b[\s\S]*?), resp: [\s\S]*$/;
+/** What stands for a whole message that still held a secret's wrapper after the payloads were cut. */
+export const OMITTED_MESSAGE = "[omitted: a debug message of the Pulumi SDK held a secret value]";
 
-/** A debug message with any engine response cut off; other messages unchanged. */
-export function redactRpcResponse(message: string): string {
-    const m = RPC_RESPONSE.exec(message);
-    return m ? `${m[1]}, resp: ${OMITTED}` : message;
+/**
+ * Where a debug message's payload starts, for every kind the SDK logs: an engine response (`resp: `), serialized
+ * inputs (`obj=`, `props=`, `outputs=`: the invoke path logs `obj=` at every verbosity through an operator-precedence
+ * slip) and single serialized values (`primitive=`, `function=`). What precedes it names the call; what follows is
+ * cut.
+ */
+const PAYLOAD = /(\bresp: |\bobj=|\bprops=|\boutputs=|\bprimitive=|\bfunction=)[\s\S]*$/;
+
+/** The markers of a secret value however it is serialized: Pulumi's secret signature key and value. */
+const SECRET_MARKS = [pulumi.runtime.specialSigKey, pulumi.runtime.specialSecretSig];
+
+/**
+ * A debug message without its payload; a message that still carries a secret's signature anywhere (a shape not
+ * seen before) is replaced whole. Other messages are unchanged.
+ */
+export function redactDebugMessage(message: string): string {
+    const cut = message.replace(PAYLOAD, (_, marker: string) => `${marker}${OMITTED}`);
+    return SECRET_MARKS.some((m) => cut.includes(m)) ? OMITTED_MESSAGE : cut;
 }
 
 type Debug = typeof pulumi.log.debug;
@@ -26,7 +43,7 @@ let installed: Debug | undefined;
 
 /**
  * Wraps the SDK's `log.debug`, the function its runtime calls through the same module object, so every later debug
- * message passes `redactRpcResponse`. Idempotent; throws if the SDK's module no longer takes the wrapper (a change in
+ * message passes `redactDebugMessage`. Idempotent; throws if the SDK's module no longer takes the wrapper (a change in
  * a newer SDK must not silently undo this).
  */
 export function redactSdkDebugLog(): void {
@@ -35,7 +52,7 @@ export function redactSdkDebugLog(): void {
         return;
     }
     const original = logModule.debug;
-    const wrapped: Debug = (msg, resource, streamId, ephemeral) => original(redactRpcResponse(msg), resource, streamId, ephemeral);
+    const wrapped: Debug = (msg, resource, streamId, ephemeral) => original(redactDebugMessage(msg), resource, streamId, ephemeral);
     logModule.debug = wrapped;
     // the runtime's own import of the log module must see the wrapper, not a copy
     // eslint-disable-next-line @typescript-eslint/no-require-imports
