@@ -63,8 +63,12 @@ static_checks() {
   shellcheck -S warning "${scripts[@]}" && echo "shellcheck: ${#scripts[@]} scripts clean"
 }
 
+# Each jest run also writes its results where the Security table's generator reads them (tests/security/report.js).
+export VCL_RESULTS_DIR="${VCL_RESULTS_DIR:-${TMPDIR:-/tmp}/vllm-cluster-results}"
+rm -rf "$VCL_RESULTS_DIR" && mkdir -p "$VCL_RESULTS_DIR"
+
 unit_tests() {
-  npx jest --ci --selectProjects unit policy -w 1
+  npx jest --ci --selectProjects unit policy -w 1 --json --outputFile="$VCL_RESULTS_DIR/unit.json"
 }
 
 toolchain() {
@@ -111,6 +115,8 @@ if ((fast == 0)); then
   done
   stage "$(sed -n 's/^# stage: //p' bench/run.sh | head -n 1)" bash bench/run.sh --smoke
   stage "$(sed -n 's/^# stage: //p' bench/distribution.sh | head -n 1)" bash bench/distribution.sh --smoke
+  stage "README Security table from this run's test results (tests/security/results.json)" \
+    node tests/security/report.js "$VCL_RESULTS_DIR"
   stage "tear down the simulated hosts and the machine engine (and check nothing is left)" \
     tests/testbed/testbed down --machine-engine
 fi

@@ -18,7 +18,10 @@ testbed_stage integration 2 || exit 1
 timings="${TMPDIR:-/tmp}/vllm-cluster-integration-timings.json"
 rm -f "$timings"
 start=$SECONDS
-VCL_INTEGRATION_TIMINGS="$timings" timeout 5400 npx jest --selectProjects integration --runInBand --ci "$@"
+results="${VCL_RESULTS_DIR:-${TMPDIR:-/tmp}/vllm-cluster-results}"
+mkdir -p "$results"
+VCL_INTEGRATION_TIMINGS="$timings" timeout 5400 npx jest --selectProjects integration --runInBand --ci \
+  --json --outputFile="$results/integration.json" "$@"
 rc=$?
 echo
 echo "integration (real Pulumi engine): jest exit $rc after $((SECONDS - start))s"
