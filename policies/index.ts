@@ -3,6 +3,7 @@ import { gpuContainersHostIpc } from "./gpuContainersHostIpc";
 import { gpuMemoryUtilization } from "./gpuMemoryUtilization";
 import { hostMountsSafe } from "./hostMountsSafe";
 import { imagePinned } from "./imagePinned";
+import { nativeRendezvousOnFabric } from "./nativeRendezvousOnFabric";
 import { noPortClash } from "./noPortClash";
 import { parallelismMatchesGpus } from "./parallelismMatchesGpus";
 import { rayDashboardLoopback } from "./rayDashboardLoopback";
@@ -23,5 +24,6 @@ new PolicyPack("vllm-cluster", {
         rayTokenAuth,
         hostMountsSafe,
         serveBindTls,
+        nativeRendezvousOnFabric,
     ],
 });
