@@ -37,6 +37,10 @@ export const MANAGED_ENV: readonly string[] = [
     "RAY_AUTH_MODE",
     "RAY_AUTH_TOKEN",
     "RAY_AUTH_TOKEN_PATH",
+    // ports the program pins through the environment (the port contract claims them)
+    "VLLM_PORT",
+    "AUTOSCALER_METRIC_PORT",
+    "DASHBOARD_METRIC_PORT",
 ];
 
 /** A node name becomes part of container labels and resource names, so it is kept to a DNS label. */
