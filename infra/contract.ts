@@ -67,21 +67,7 @@ export interface PortSettings {
     dashboardAgentPort?: number;
     autoscalerMetricsPort?: number;
     dashboardMetricsPort?: number;
-    internalPortBase?: number;
 }
-
-/** How many ports from serve.internalPortBase vLLM may take on a host that runs a serve container. */
-export const INTERNAL_PORTS = 4;
-
-/** vLLM's own ports on every serve host (VLLM_PORT = serve.internalPortBase; see there). */
-function internalPorts(p: PortSettings): PortClaim[] {
-    const base = p.internalPortBase;
-    if (base === undefined) return [];
-    return Array.from({ length: INTERNAL_PORTS }, (_, i) => ({ name: `vllm-${i}`, key: "serve.internalPortBase", port: base + i }));
-}
-
-/** Kinds of container in which vLLM runs (serve or a rank) and so takes its internal ports. */
-const VLLM_KINDS: readonly ContainerKind[] = ["ray-serve", "native-rank0", "native-headless"];
 
 /** What every Ray node listens on, head and workers alike (`ray start` pins each; see ray.nodeManagerPort). */
 const RAY_NODE_PORTS: [name: string, key: string, setting: keyof PortSettings][] = [
@@ -132,7 +118,7 @@ export function containerPorts(kind: ContainerKind, p: PortSettings): PortClaim[
             out.push({ name, key, port });
         }
     }
-    return VLLM_KINDS.includes(kind) ? [...out, ...internalPorts(p)] : out;
+    return out;
 }
 
 /** The containers a backend runs on the head host and on every other host. */

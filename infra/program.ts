@@ -37,7 +37,6 @@ const API_KEY_LENGTH = 48;
 export function portSettings(cfg: ClusterConfig): Required<PortSettings> {
     return {
         servePort: cfg.serve.port,
-        internalPortBase: cfg.serve.internalPortBase,
         gcsPort: cfg.ray.gcsPort,
         dashboardPort: cfg.ray.dashboardPort,
         clientPort: cfg.ray.clientPort,

@@ -5,7 +5,7 @@ import { CONTAINER, LABEL, containerPorts, portsLabel } from "../contract";
 import { ContainerInput, containerArgs, mapInput, modelVolume, serveFileMounts } from "./containers";
 import { containerLabels } from "./labels";
 import { API_KEY_CONTAINER_PATH, nodeEnv } from "./node";
-import { HEADLESS_ENTRYPOINT, NativeRank, SERVE_ENTRYPOINT, nativeServeCommand, serveCommand, serveEnv, vllmPortEnv } from "./vllm";
+import { HEADLESS_ENTRYPOINT, NativeRank, SERVE_ENTRYPOINT, nativeServeCommand, serveCommand, serveEnv } from "./vllm";
 
 /** The labels every serve container adds: its parallelism and the GPUs of the whole cluster. */
 function parallelismLabels(p: ContainerInput, clusterGpus: number): Record<string, string> {
@@ -43,14 +43,14 @@ export function serveContainerArgs(p: ServeContainerInput): docker.ContainerArgs
         containerName: CONTAINER.serve,
         entrypoints: SERVE_ENTRYPOINT,
         command: serveCommand(p.serve, p.model),
-        envs: mapInput(p.rayAddress, (addr) => serveEnv(p.node, addr, p.serve.internalPortBase)),
+        envs: mapInput(p.rayAddress, (addr) => serveEnv(p.node, addr)),
         labels: containerLabels(
             {
                 stack: p.stack,
                 role: "serve",
                 node: p.node,
                 imageRef: p.imageRef,
-                ports: portsLabel(containerPorts("ray-serve", { servePort: p.serve.port, internalPortBase: p.serve.internalPortBase })),
+                ports: portsLabel(containerPorts("ray-serve", { servePort: p.serve.port })),
             },
             { ...parallelismLabels(p, p.clusterGpus), "api-key-file": API_KEY_CONTAINER_PATH },
         ),
@@ -102,20 +102,14 @@ export function nativeRankContainerArgs(p: NativeRankContainerInput): docker.Con
         containerName: CONTAINER.serve,
         entrypoints: rank0 ? SERVE_ENTRYPOINT : HEADLESS_ENTRYPOINT,
         command: nativeServeCommand(p.serve, p.model, p.rank),
-        envs: [...nodeEnv(p.node), vllmPortEnv(p.serve.internalPortBase)],
+        envs: nodeEnv(p.node),
         labels: containerLabels(
             {
                 stack: p.stack,
                 role: "serve",
                 node: p.node,
                 imageRef: p.imageRef,
-                ports: portsLabel(
-                    containerPorts(kind, {
-                        servePort: p.serve.port,
-                        masterPort: p.rank.masterPort,
-                        internalPortBase: p.serve.internalPortBase,
-                    }),
-                ),
+                ports: portsLabel(containerPorts(kind, { servePort: p.serve.port, masterPort: p.rank.masterPort })),
             },
             extra,
         ),

@@ -152,11 +152,6 @@ export function joinFingerprint(rankContainerIds: readonly string[]): string {
 }
 
 /** Serve runs on the head host as a Ray driver: it needs the head's env plus the Ray address. */
-export function serveEnv(head: NodeConfig, rayAddress: string, internalPortBase: number): string[] {
-    return [...nodeEnv(head), `RAY_ADDRESS=${rayAddress}`, vllmPortEnv(internalPortBase)];
-}
-
-/** Where vLLM's own port picks start (serve.internalPortBase): the ports the contract claims for it. */
-export function vllmPortEnv(internalPortBase: number): string {
-    return `VLLM_PORT=${internalPortBase}`;
+export function serveEnv(head: NodeConfig, rayAddress: string): string[] {
+    return [...nodeEnv(head), `RAY_ADDRESS=${rayAddress}`];
 }

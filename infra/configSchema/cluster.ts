@@ -93,7 +93,6 @@ function inBlameOrder(claims: PortClaim[]): PortClaim[] {
 function portSettingsOf(p: Parts): PortSettings {
     return {
         servePort: p.serve.port,
-        internalPortBase: p.serve.internalPortBase,
         gcsPort: p.ray.gcsPort,
         dashboardPort: p.ray.dashboardPort,
         clientPort: p.ray.clientPort,

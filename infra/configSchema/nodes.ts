@@ -38,7 +38,6 @@ export const MANAGED_ENV: readonly string[] = [
     "RAY_AUTH_TOKEN",
     "RAY_AUTH_TOKEN_PATH",
     // ports the program pins through the environment (the port contract claims them)
-    "VLLM_PORT",
     "AUTOSCALER_METRIC_PORT",
     "DASHBOARD_METRIC_PORT",
 ];

@@ -107,12 +107,6 @@ export const serveFields = {
     host: withDefault(ipv4(), "0.0.0.0"),
     /** HTTPS for the API (see tlsFields); unset: plain HTTP. */
     tls: section(tlsFields).optional(),
-    /**
-     * The first of the INTERNAL_PORTS ports vLLM takes for itself (VLLM_PORT: its "open port" picks scan up from
-     * here instead of anywhere): torch.distributed's store, which PyTorch binds on every interface, lands here, so
-     * the port contract, preflight and the policy pack know it.
-     */
-    internalPortBase: port(20000),
     /** TP x PP must equal the cluster's GPUs: vLLM places exactly one worker per GPU. */
     tensorParallelSize: positiveInt(),
     pipelineParallelSize: positiveInt().default(1),

@@ -667,7 +667,6 @@ describe("vllm serve", () => {
     const spec: ServeConfig = {
         host: "0.0.0.0",
         port: 8001,
-        internalPortBase: 20000,
         tensorParallelSize: 2,
         pipelineParallelSize: 1,
         gpuMemoryUtilization: 0.9,

@@ -29,10 +29,6 @@ import {
 const SECRET_SIG = pulumi.runtime.specialSigKey;
 const SECRET_SIG_VALUE = pulumi.runtime.specialSecretSig;
 
-/** vLLM's own ports from serve.internalPortBase, as a ports label holds them (VLLM_PORT scans up from the base). */
-const vllmInternal = (base: number) => Object.fromEntries([0, 1, 2, 3].map((i) => [`vllm-${i}`, base + i]));
-const VLLM_INTERNAL = vllmInternal(20000);
-
 const T = {
     node: "vllm-cluster:index:SparkNode",
     provider: "pulumi:providers:docker",
@@ -277,7 +273,7 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
         const cfg = configs[stack];
         expect(labelsOf(get(runs[stack], "serve-container"))).toMatchObject({
             "vllm-cluster.role": "serve",
-            "vllm-cluster.ports": JSON.stringify({ serve: cfg.serve.port, ...vllmInternal(cfg.serve.internalPortBase) }),
+            "vllm-cluster.ports": JSON.stringify({ serve: cfg.serve.port }),
             "vllm-cluster.tensor-parallel-size": String(cfg.serve.tensorParallelSize),
             "vllm-cluster.pipeline-parallel-size": String(cfg.serve.pipelineParallelSize),
             "vllm-cluster.cluster-gpus": String(cfg.totalGpus),
@@ -349,7 +345,6 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
         expect(JSON.stringify(serve.inputs)).not.toContain(MOCK_API_KEY);
         expect(envOf(serve)).toEqual({
             VLLM_HOST_IP: "192.168.200.12",
-            VLLM_PORT: "20000",
             NCCL_SOCKET_IFNAME: "enp1s0f1np1",
             GLOO_SOCKET_IFNAME: "enp1s0f1np1",
             NCCL_IB_HCA: "rocep1s0f1,roceP2p1s0f1",
@@ -806,13 +801,9 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
         }
     });
 
-    test("preflight checks the host ports each rank labels: rank 0 serve + master port, every rank vLLM's own", () => {
+    test("preflight checks the host ports each rank labels: rank 0 serve + master port, other ranks none", () => {
         expectPreflightPortsMatchLabels(run, cfg);
-        const internal = "20000 20001 20002 20003";
-        expect(get(run, `${cfg.head.name}-preflight`).inputs.create).toContain(
-            `for p in ${cfg.serve.port} ${internal} ${cfg.native.masterPort}; do`,
-        );
-        expect(get(run, "spark-2-preflight").inputs.create).toContain(`for p in ${internal}; do`);
+        expect(get(run, `${cfg.head.name}-preflight`).inputs.create).toContain(`for p in ${cfg.serve.port} ${cfg.native.masterPort}; do`);
     });
 
     test("dependencies are data: rank 1 takes rank 0's container ID, readiness takes every rank's", () => {
@@ -881,17 +872,11 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
         expect(labelsOf(r0)).toMatchObject({
             "vllm-cluster.role": "serve",
             "vllm-cluster.node-rank": "0",
-            "vllm-cluster.ports": JSON.stringify({ serve: 8000, master: 29500, ...VLLM_INTERNAL }),
+            "vllm-cluster.ports": JSON.stringify({ serve: 8000, master: 29500 }),
             "vllm-cluster.api-key-file": "/run/vllm-cluster/api-key",
             "vllm-cluster.cluster-gpus": "2",
         });
-        expect(labelsOf(r1)).toMatchObject({
-            "vllm-cluster.role": "serve",
-            "vllm-cluster.node-rank": "1",
-            "vllm-cluster.ports": JSON.stringify(VLLM_INTERNAL),
-        });
-        expect(envOf(r0).VLLM_PORT).toBe("20000");
-        expect(envOf(r1).VLLM_PORT).toBe("20000");
+        expect(labelsOf(r1)).toMatchObject({ "vllm-cluster.role": "serve", "vllm-cluster.node-rank": "1", "vllm-cluster.ports": "{}" });
         expect(labelsOf(r1)["vllm-cluster.api-key-file"]).toBeUndefined();
     });
 
