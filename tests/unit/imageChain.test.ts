@@ -14,6 +14,7 @@ import { ChainHop, chainConstraints, knownHostsName } from "../../infra/builders
 import { HOP_SCRIPT, chainCopyScript } from "../../infra/builders/imageChain";
 import type { SshTarget } from "../../infra/builders/ssh";
 import { imageChainProvider } from "../../infra/providers/imageChain";
+import { generatedHostKeys } from "./hostKeys";
 
 const BIN = path.join(__dirname, "fixtures", "chain-bin");
 let dir: string;
@@ -29,13 +30,7 @@ const member = (i: number) => ({ node: node(i), target: target(i) });
 const hostDir = (t: SshTarget) => path.join(dir, "hosts", t.host);
 const image = (t: SshTarget) => path.join(hostDir(t), "image");
 /** Host i's public key: real keys, since ssh-add looks them up to bind the agent's chain constraints. */
-const HOST_KEYS = [1, 2, 3, 4].map((i) => {
-    const d = fs.mkdtempSync(path.join(os.tmpdir(), "vcl-hostkey-"));
-    execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", `host${i}`, "-f", path.join(d, "k")]);
-    const pub = fs.readFileSync(path.join(d, "k.pub"), "utf8").split(" ").slice(0, 2).join(" ");
-    fs.rmSync(d, { recursive: true, force: true });
-    return pub;
-});
+const HOST_KEYS = generatedHostKeys(4);
 const hostKey = (i: number) => HOST_KEYS[i - 1];
 
 /** The chain's connections (ssh -A), one line each: "<from> -> <to> agent=<yes|no-key> kh=<known_hosts lines>". */

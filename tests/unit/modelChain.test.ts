@@ -25,6 +25,7 @@ import {
 } from "../../infra/builders/modelChain";
 import type { SshTarget } from "../../infra/builders/ssh";
 import { modelChainProvider } from "../../infra/providers/modelChain";
+import { generatedHostKeys } from "./hostKeys";
 
 const BIN = path.join(__dirname, "fixtures", "chain-bin");
 const HOST_PATH = "/dev/fd/9/hub/snapshots/rev";
@@ -43,13 +44,7 @@ const hostDir = (i: number) => path.join(dir, "hosts", target(i).host);
 /** The model directory of host i, as the test sees it. */
 const modelDir = (i: number) => path.join(hostDir(i), "hub", "snapshots", "rev");
 /** Host i's public key: real keys, since ssh-add looks them up to bind the agent's chain constraints. */
-const HOST_KEYS = [1, 2, 3, 4].map((i) => {
-    const d = fs.mkdtempSync(path.join(os.tmpdir(), "vcl-hostkey-"));
-    execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", `host${i}`, "-f", path.join(d, "k")]);
-    const pub = fs.readFileSync(path.join(d, "k.pub"), "utf8").split(" ").slice(0, 2).join(" ");
-    fs.rmSync(d, { recursive: true, force: true });
-    return pub;
-});
+const HOST_KEYS = generatedHostKeys(4);
 const hostKey = (i: number) => HOST_KEYS[i - 1];
 const sha256 = (b: Buffer | string) => createHash("sha256").update(b).digest("hex");
 
