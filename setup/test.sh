@@ -59,7 +59,8 @@ static_checks() {
     (apt-get install -y -qq shellcheck >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq shellcheck >/dev/null 2>&1; }) || true
   fi
   command -v shellcheck >/dev/null || { echo "shellcheck: not installed and could not be installed"; return 1; }
-  mapfile -t scripts < <(git ls-files '*.sh' setup tests bench | grep -E '\.sh$|/testbed$' | sort -u)
+  # every shell script, the host scripts of infra/scripts (.sh and .bash) included
+  mapfile -t scripts < <(git ls-files '*.sh' '*.bash' setup tests bench | grep -E '\.(sh|bash)$|/testbed$' | sort -u)
   shellcheck -S warning "${scripts[@]}" && echo "shellcheck: ${#scripts[@]} scripts clean"
 }
 

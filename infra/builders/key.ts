@@ -4,8 +4,8 @@
  */
 import { createHash } from "crypto";
 import { apiKeyHostPath, nodeStateDir, rayTokenHostPath, tlsCertHostPath, tlsKeyHostPath } from "./node";
-import { shellQuote } from "./quote";
-import { SshTarget, remoteScriptCommand } from "./ssh";
+import { RemoteStep, remoteStepCommand } from "./remoteStep";
+import type { SshTarget } from "./ssh";
 
 /** Which secret file: what it is called in messages, and where it lives on the node. */
 export interface SecretFile {
@@ -32,28 +32,13 @@ export function rayTokenFile(stateDir: string, node: string): SecretFile {
     return { kind: "ray token", node, dir: nodeStateDir(stateDir, node), file: rayTokenHostPath(stateDir, node) };
 }
 
-/**
- * Installs the secret on the host: it arrives on stdin (never argv), files are created under umask 077 and moved
- * into place atomically. Prints the file path.
- */
-export function secretInstallScript(s: SecretFile): string {
-    const file = shellQuote(s.file);
-    return [
-        "set -eu",
-        "umask 077",
-        `mkdir -p ${shellQuote(s.dir)}`,
-        `tmp=${shellQuote(`${s.dir}/.${s.kind.replace(/ /g, "-")}.`)}$$`,
-        // A bind mount of a missing file makes an empty directory in its place; mv would then move the secret
-        // into it. Remove such a directory; refuse anything else that is not a regular file.
-        `if [ -d ${file} ]; then rmdir ${file} 2>/dev/null || { echo ${shellQuote(
-            `${s.kind} install on node ${s.node}: ${s.file} is a non-empty directory; remove it`,
-        )} >&2; exit 1; }; fi`,
-        `cat > "$tmp"`,
-        `if [ ! -s "$tmp" ]; then rm -f "$tmp"; echo ${shellQuote(`${s.kind} install on node ${s.node}: empty ${s.kind} on stdin`)} >&2; exit 1; fi`,
-        `chmod 600 "$tmp"`,
-        `mv -f "$tmp" ${file}`,
-        `echo ${file}`,
-    ].join("\n");
+/** The step (infra/scripts/secret_file.sh) that installs the secret, which arrives on its stdin (never argv). */
+export function secretInstallStep(s: SecretFile): RemoteStep {
+    return {
+        what: `${s.kind} install on node ${s.node}`,
+        script: "secret_file.sh",
+        args: ["install", `kind=${s.kind}`, `node=${s.node}`, `dir=${s.dir}`, `file=${s.file}`],
+    };
 }
 
 /**
@@ -69,27 +54,22 @@ export function apiKeyHash(key: string): string {
 }
 
 /**
- * Prints the hash (as secretHash computes it) of the file's content, or "missing" when it is not a readable,
- * non-empty regular file. Read-only: what `pulumi refresh` runs.
+ * The read-only step that prints the hash (as secretHash computes it) of the file's content, or "missing" when it
+ * is not a readable, non-empty regular file: what `pulumi refresh` runs.
  */
-export function secretCheckScript(s: SecretFile): string {
-    const file = shellQuote(s.file);
-    return [
-        "set -eu",
-        `if [ ! -f ${file} ] || [ ! -s ${file} ] || [ ! -r ${file} ]; then echo missing; exit 0; fi`,
-        `{ printf '%s\\n' ${shellQuote(`vllm-cluster ${s.kind}`)}; cat ${file}; } | sha256sum | cut -c1-16`,
-    ].join("\n");
+export function secretCheckStep(s: SecretFile): RemoteStep {
+    return { what: `${s.kind} check on node ${s.node}`, script: "secret_file.sh", args: ["check", `kind=${s.kind}`, `file=${s.file}`] };
 }
 
-export function secretRemoveScript(s: SecretFile): string {
-    return `rm -f ${shellQuote(s.file)}`;
+export function secretRemoveStep(s: SecretFile): RemoteStep {
+    return { what: `${s.kind} removal on node ${s.node}`, script: "secret_file.sh", args: ["remove", `file=${s.file}`] };
 }
 
 /** The three local commands (they reach the node over ssh) a KeyFile resource runs for this file. */
 export function secretFileCommands(t: SshTarget, s: SecretFile): { installScript: string; checkScript: string; removeScript: string } {
     return {
-        installScript: remoteScriptCommand(t, `${s.kind} install on node ${s.node}`, secretInstallScript(s)),
-        checkScript: remoteScriptCommand(t, `${s.kind} check on node ${s.node}`, secretCheckScript(s)),
-        removeScript: remoteScriptCommand(t, `${s.kind} removal on node ${s.node}`, secretRemoveScript(s)),
+        installScript: remoteStepCommand(t, secretInstallStep(s)),
+        checkScript: remoteStepCommand(t, secretCheckStep(s)),
+        removeScript: remoteStepCommand(t, secretRemoveStep(s)),
     };
 }

@@ -2,8 +2,8 @@
 import type { ModelConfig, ServeConfig } from "../config";
 import { CONTAINER } from "../contract";
 import { apiKeyHostPath } from "./node";
-import { shellQuote } from "./quote";
-import { SshTarget, remoteScriptCommand } from "./ssh";
+import { RemoteStep, remoteStepCommand } from "./remoteStep";
+import type { SshTarget } from "./ssh";
 
 export interface ServeReadinessSpec {
     node: string;
@@ -29,53 +29,27 @@ export function serveReadinessSpec(
     return { node, port: serve.port, servedName: model.servedName, apiKeyFile: apiKeyHostPath(stateDir, node), timeoutSeconds, tls };
 }
 
-/**
- * bash script run on the head host: poll /health (bounded; fails early if the container died), then send one
- * real chat completion authenticated with the key read from the key file. The Authorization header reaches
- * curl through a config file on a process substitution, so the key is never on a command line.
- */
-export function serveReadinessScript(s: ServeReadinessSpec): string {
-    const q = shellQuote;
+/** The readiness step (infra/scripts/serve_readiness.bash) for serve on the head. */
+export function serveReadinessStep(s: ServeReadinessSpec): RemoteStep {
     const body = JSON.stringify({
         model: s.servedName,
         messages: [{ role: "user", content: "Reply with the single word: ready" }],
         max_tokens: 8,
         temperature: 0,
     });
-    const where = `${CONTAINER.serve} on node ${s.node}`;
-    return [
-        "set -uo pipefail",
-        `base=${q(`${s.tls ? "https" : "http"}://127.0.0.1:${s.port}`)}`,
-        // over loopback on the head itself: the certificate names the address clients use, not 127.0.0.1
-        ...(s.tls ? ['curl() { command curl --insecure "$@"; }'] : []),
-        `keyfile=${q(s.apiKeyFile)}`,
-        `deadline=$(( $(date +%s) + ${s.timeoutSeconds} ))`,
-        `logs() { docker logs --tail 12 ${CONTAINER.serve} 2>&1 | sed 's/^/  | /' >&2 || true; }`,
-        // The server's last log lines first, then the verdict: the error's last line always says what failed.
-        `fail() { logs; echo "${where}: $*" >&2; exit 1; }`,
-        `auth() { printf 'header = "Authorization: Bearer %s"\\n' "$(cat "$keyfile")"; }`,
-        `[ -r "$keyfile" ] || fail "API key file $keyfile is missing or unreadable"`,
-        `code=000`,
-        `while :; do`,
-        `  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$base/health" || true)`,
-        `  [ "$code" = 200 ] && break`,
-        `  state=$(docker inspect -f '{{.State.Status}}' ${CONTAINER.serve} 2>/dev/null || echo missing)`,
-        `  case "$state" in exited|dead|missing) fail "container is $state before /health answered";; esac`,
-        `  [ "$(date +%s)" -lt "$deadline" ] || fail "/health did not return 200 within ${s.timeoutSeconds}s (last HTTP $code, container $state)"`,
-        `  sleep ${s.intervalSeconds ?? 1}`,
-        `done`,
-        `left=$(( deadline - $(date +%s) )); [ "$left" -ge 30 ] || left=30`,
-        `resp=$(curl -sS --max-time "$left" -K <(auth) -H 'Content-Type: application/json' -d ${q(body)} -w '\\n%{http_code}' "$base/v1/chat/completions") || fail "chat completion request failed"`,
-        `code=\${resp##*$'\\n'}`,
-        `[ "$code" = 200 ] || fail "chat completion returned HTTP $code"`,
-        `case "$resp" in *'"choices"'*) ;; *) fail "chat completion answer has no choices";; esac`,
-        // Fail closed: a server that answers without the key is not ready, it is open.
-        `code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 -H 'Content-Type: application/json' -d ${q(body)} "$base/v1/chat/completions" || true)`,
-        `[ "$code" = 401 ] || fail "a chat completion without the API key returned HTTP $code, not 401: the server does not enforce its key"`,
-        `printf '{"ready":true,"node":"%s","port":%s}\\n' ${q(s.node)} ${s.port}`,
-    ].join("\n");
+    const args = [
+        `node=${s.node}`,
+        `container=${CONTAINER.serve}`,
+        `port=${s.port}`,
+        `key-file=${s.apiKeyFile}`,
+        `timeout=${s.timeoutSeconds}`,
+        `body=${body}`,
+        ...(s.intervalSeconds !== undefined ? [`interval=${s.intervalSeconds}`] : []),
+        ...(s.tls ? ["tls=yes"] : []),
+    ];
+    return { what: `serve readiness on node ${s.node}`, script: "serve_readiness.bash", args };
 }
 
 export function serveReadinessCommand(t: SshTarget, s: ServeReadinessSpec): string {
-    return remoteScriptCommand(t, `serve readiness on node ${s.node}`, serveReadinessScript(s), "bash");
+    return remoteStepCommand(t, serveReadinessStep(s));
 }

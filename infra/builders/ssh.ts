@@ -101,18 +101,19 @@ function sharedConnectionWords(): string[] {
  * it can stand anywhere a simple command can: in a pipeline, in `$(...)`, after `&&`.
  */
 export function sshCommand(t: SshTarget, remoteArgv: readonly string[], shared = true): string {
+    return sshCommandLine(t, shellQuote(shellJoin(remoteArgv)), shared);
+}
+
+/**
+ * sshCommand with the remote command given as local shell text that expands to one word (for a remote command
+ * that carries a value only known when the line runs, such as a script read from its file).
+ */
+export function sshCommandLine(t: SshTarget, remoteWord: string, shared = true): string {
+    const target = shellQuote(`${t.user}@${t.host}`);
     if (!shared) {
-        const [ssh, ...rest] = sshArgv(t, remoteArgv);
-        return shellJoin([ssh, ...OWN_CONNECTION, ...rest]);
+        return [...["ssh", ...OWN_CONNECTION, ...sshOptions(t), "--"].map(shellQuote), target, remoteWord].join(" ");
     }
-    const words = [
-        "ssh",
-        ...sshOptions(t).map(shellQuote),
-        ...sharedConnectionWords(),
-        "--",
-        shellQuote(`${t.user}@${t.host}`),
-        shellQuote(shellJoin(remoteArgv)),
-    ];
+    const words = ["ssh", ...sshOptions(t).map(shellQuote), ...sharedConnectionWords(), "--", target, remoteWord];
     // ssh refuses a socket path of 108 bytes or more (the directory, a pid of up to 7 digits and %C's 40 hex
     // digits); where the directory is too long or cannot be made, the session connects on its own
     return [

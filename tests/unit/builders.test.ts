@@ -4,12 +4,12 @@ import * as os from "os";
 import * as path from "path";
 import type { NodeConfig, ServeConfig } from "../../infra/config";
 import { imageEnsureScript, imageInspectScript } from "../../infra/builders/image";
-import { apiKeyFile, apiKeyHash, secretInstallScript } from "../../infra/builders/key";
+import { apiKeyFile, apiKeyHash, secretInstallStep } from "../../infra/builders/key";
 
-const apiKeyInstallScript = (stateDir: string, node: string) => secretInstallScript(apiKeyFile(stateDir, node));
+/** argv of the API key's install step, run as a file on this machine. */
+const apiKeyInstall = (stateDir: string, node: string) => localStepArgv(secretInstallStep(apiKeyFile(stateDir, node)));
 import { containerLabels } from "../../infra/builders/labels";
 import { nodeEnv } from "../../infra/builders/node";
-import { preflightCommand, preflightScript } from "../../infra/builders/preflight";
 import { shellJoin, shellPath, shellQuote } from "../../infra/builders/quote";
 import { knownHostsLookupScript } from "../../infra/builders/chain";
 import {
@@ -20,7 +20,8 @@ import {
     rayHeadCommand,
     rayWorkerCommand,
 } from "../../infra/builders/ray";
-import { serveReadinessScript } from "../../infra/builders/readiness";
+import { serveReadinessStep } from "../../infra/builders/readiness";
+import { localStepArgv, scriptFile } from "../../infra/builders/remoteStep";
 import { shmSizeMb } from "../../infra/builders/containers";
 import {
     SHARED_SSH_PERSIST_S,
@@ -251,183 +252,6 @@ describe("ssh", () => {
     test("dashboard hint tunnels to loopback", () => {
         expect(dashboardTunnelHint(target, 8265)).toBe("ssh -L 8265:127.0.0.1:8265 aurora@10.1.230.180");
         expect(dashboardTunnelHint({ ...target, port: 2222 }, 8265)).toBe("ssh -L 8265:127.0.0.1:8265 -p 2222 aurora@10.1.230.180");
-    });
-});
-
-describe("preflight", () => {
-    test("nvidia host checks docker, fabric IP on interface and GPU count", () => {
-        const s = preflightScript(spark1, "/var/lib/vllm-cluster", [6379, 8000, 8265, 10001]);
-        syntaxOk("sh", s);
-        expect(s).toContain("docker version --format '{{.Server.Version}}'");
-        expect(s).toContain("ip -o -4 addr show dev enp1s0f1np1");
-        expect(s).toContain("grep -qF 'inet 192.168.200.12/'");
-        expect(s).toContain("fabric IP 192.168.200.12 is not on interface enp1s0f1np1");
-        expect(s).toContain("nvidia-smi -L");
-        expect(s).toContain("for p in 6379 8000 8265 10001; do");
-        syntaxOk("sh", preflightScript(spark1, "/var/lib/vllm-cluster", []));
-        expect(s).toMatchSnapshot();
-    });
-
-    test("simulated host skips nvidia-smi", () => {
-        const s = preflightScript(sim, "/var/lib/vllm-cluster", []);
-        expect(s).not.toContain("nvidia-smi");
-        // a node whose containers listen on no port (a Ray worker) gets no port check at all
-        expect(s).not.toContain("ss -Hltn");
-        expect(preflightCommand(target, sim, "/var/lib/vllm-cluster", [])).toMatchSnapshot();
-    });
-
-    test("runs against fake docker/ip: reports facts, or fails naming the host", () => {
-        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "preflight-"));
-        const write = (name: string, body: string) => {
-            fs.writeFileSync(path.join(dir, name), `#!/bin/sh\n${body}\n`, { mode: 0o755 });
-        };
-        write("docker", `echo 28.0.1`);
-        write("ip", `echo "3: fabric0    inet 10.232.0.12/24 brd 10.232.0.255 scope global fabric0"`);
-        const env = { ...process.env, PATH: `${dir}:${process.env.PATH}` };
-        const stateDir = path.join(dir, "state");
-        const ok = spawnSync("sh", ["-c", preflightScript(sim, stateDir, [])], { encoding: "utf8", env });
-        expect(ok.status).toBe(0);
-        expect(JSON.parse(ok.stdout)).toMatchObject({ node: "spark-2", dockerVersion: "28.0.1", gpusSeen: 1 });
-        // private to the login user: no other local user can plant code in a container's /tmp or its compile caches
-        for (const d of ["", "tmp", "cache"]) {
-            expect(fs.statSync(path.join(stateDir, "spark-2", d)).mode & 0o7777).toBe(0o700);
-        }
-        // a link planted in place of a directory is refused, never followed
-        const cache = path.join(stateDir, "spark-2", "cache");
-        const me = os.userInfo().username;
-        fs.rmSync(cache, { recursive: true });
-        fs.symlinkSync(os.tmpdir(), cache);
-        const linked = spawnSync("sh", ["-c", preflightScript(sim, stateDir, [])], { encoding: "utf8", env });
-        expect(linked.status).toBe(1);
-        expect(linked.stderr).toContain(`${cache} is not a directory owned by ${me}`);
-        fs.rmSync(cache);
-        if (process.getuid?.() === 0) {
-            // a directory another user made (or a world-writable one from an earlier release) is refused too
-            fs.mkdirSync(cache, { mode: 0o1777 });
-            fs.chownSync(cache, 65534, 65534);
-            const planted = spawnSync("sh", ["-c", preflightScript(sim, stateDir, [])], { encoding: "utf8", env });
-            expect(planted.status).toBe(1);
-            expect(planted.stderr).toContain(`${cache} is not a directory owned by root (owner: nobody)`);
-            fs.rmSync(cache, { recursive: true });
-        }
-        // a stateDir every user can write without the sticky bit would let any of them rename ours away
-        fs.chmodSync(stateDir, 0o777);
-        const open = spawnSync("sh", ["-c", preflightScript(sim, stateDir, [])], { encoding: "utf8", env });
-        expect(open.status).toBe(1);
-        expect(open.stderr).toContain(`state dir ${stateDir} is writable by every user and not sticky`);
-        fs.chmodSync(stateDir, 0o755);
-
-        const wrongIp = spawnSync("sh", ["-c", preflightScript({ ...sim, fabricIp: "10.232.0.1" }, stateDir, [])], {
-            encoding: "utf8",
-            env,
-        });
-        expect(wrongIp.status).toBe(1);
-        expect(wrongIp.stderr).toContain(
-            "preflight failed on node spark-2 (root@10.231.0.12): fabric IP 10.232.0.1 is not on interface fabric0 (has: 10.232.0.12/24",
-        );
-
-        write("docker", `echo "Cannot connect to the Docker daemon" >&2; exit 1`);
-        const noDocker = spawnSync("sh", ["-c", preflightScript(sim, stateDir, [])], { encoding: "utf8", env });
-        expect(noDocker.status).toBe(1);
-        expect(noDocker.stderr).toContain("preflight failed on node spark-2 (root@10.231.0.12): docker engine unreachable");
-
-        write("docker", `echo 28.0.1`);
-        write("nvidia-smi", `echo "GPU 0: NVIDIA GB10"`);
-        const twoGpus = spawnSync("sh", ["-c", preflightScript({ ...sim, gpuRuntime: "nvidia", gpus: 2 }, stateDir, [])], {
-            encoding: "utf8",
-            env,
-        });
-        expect(twoGpus.status).toBe(1);
-        expect(twoGpus.stderr).toContain("expected 2 GPU(s), nvidia-smi -L lists 1");
-        fs.rmSync(dir, { recursive: true });
-    });
-
-    test("ports: free ones pass; one held by another process fails naming node and port; ours are accepted; no ss warns", () => {
-        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "preflight-ports-"));
-        const bin = path.join(dir, "bin");
-        fs.mkdirSync(bin);
-        const write = (name: string, body: string) => {
-            fs.writeFileSync(path.join(bin, name), `#!/bin/sh\n${body}\n`, { mode: 0o755 });
-        };
-        // PATH is only this directory: the fakes plus the real tools the script needs (so `ss` can be missing)
-        for (const tool of ["mkdir", "chmod", "grep", "awk", "tr", "uname", "cat", "find", "id", "stat"]) {
-            const real = spawnSync("sh", ["-c", `command -v ${tool}`], { encoding: "utf8" }).stdout.trim();
-            fs.symlinkSync(real, path.join(bin, tool));
-        }
-        const listeners = path.join(dir, "listeners");
-        const running = path.join(dir, "running");
-        // `ss -Hltn` prints the listeners file; `docker ps` the running-containers file, only for the project's label
-        write("ss", `[ "$*" = "-Hltn" ] || exit 2\ncat ${listeners}`);
-        write(
-            "docker",
-            [
-                `case "$1" in`,
-                `version) echo 28.0.1 ;;`,
-                `ps) [ "$*" = "ps --quiet --filter label=vllm-cluster.managed=true" ] || exit 2; cat ${running} ;;`,
-                `*) exit 2 ;;`,
-                `esac`,
-            ].join("\n"),
-        );
-        write("ip", `echo "3: fabric0    inet 10.232.0.12/24 brd 10.232.0.255 scope global fabric0"`);
-        const env = { PATH: bin, HOME: dir };
-        const head = { ...sim, name: "spark-1", sshHost: "10.231.0.11" };
-        const run = (ports: number[]) =>
-            spawnSync("/bin/sh", ["-c", preflightScript(head, path.join(dir, "state"), ports)], { encoding: "utf8", env });
-        const ports = [6379, 8000, 8265, 10001];
-
-        // free: other listeners only (sshd, a port that merely ends in 8000, a client port), none of ours
-        fs.writeFileSync(
-            listeners,
-            [
-                "LISTEN 0      128          0.0.0.0:22         0.0.0.0:*",
-                "LISTEN 0      128          0.0.0.0:18000      0.0.0.0:*",
-                "LISTEN 0      4096       127.0.0.1:80         0.0.0.0:*",
-                "LISTEN 0      128             [::]:22            [::]:*",
-            ].join("\n") + "\n",
-        );
-        fs.writeFileSync(running, "");
-        const free = run(ports);
-        expect(free.stderr).toBe("");
-        expect(free.status).toBe(0);
-        expect(JSON.parse(free.stdout)).toMatchObject({ node: "spark-1" });
-
-        // taken: a stopped proxy still holds 8000 (IPv6 any address), no project container runs
-        fs.appendFileSync(listeners, "LISTEN 0      511               *:8000             *:*\n");
-        const taken = run(ports);
-        expect(taken.status).toBe(1);
-        expect(taken.stdout).toBe("");
-        expect(taken.stderr.trim()).toBe(
-            "preflight failed on node spark-1 (root@10.231.0.11): port 8000 is already in use on the host, not by this project " +
-                "(see who holds it: ss -ltnp 'sport = :8000')",
-        );
-        // two taken ports: both named
-        fs.appendFileSync(listeners, "LISTEN 0      511     10.232.0.11:6379       0.0.0.0:*\n");
-        const two = run(ports);
-        expect(two.status).toBe(1);
-        expect(two.stderr).toContain(
-            "port 6379 is already in use on the host, not by this project (see who holds it: ss -ltnp 'sport = :6379')",
-        );
-        expect(two.stderr).toContain("port 8000 is already in use");
-
-        // a re-run against the deployed cluster: a project container runs, so the listeners are ours
-        fs.writeFileSync(running, "3f2a9c1d0b7e\n");
-        const ours = run(ports);
-        expect(ours.stderr).toBe("");
-        expect(ours.status).toBe(0);
-
-        // a node whose containers listen on nothing is not checked
-        fs.writeFileSync(running, "");
-        expect(run([]).status).toBe(0);
-
-        // no ss on the host: one warning line, and the check is skipped
-        fs.rmSync(path.join(bin, "ss"));
-        const noSs = run(ports);
-        expect(noSs.status).toBe(0);
-        expect(noSs.stderr).toBe(
-            "preflight warning on node spark-1: ss (iproute2) not found; not checking that ports 6379 8000 8265 10001 are free\n",
-        );
-        expect(JSON.parse(noSs.stdout)).toMatchObject({ node: "spark-1", gpusSeen: 1 });
-        fs.rmSync(dir, { recursive: true });
     });
 });
 
@@ -788,46 +612,56 @@ describe("vllm serve", () => {
     });
 
     test("api key install: stdin only, umask 077, atomic", () => {
-        const s = apiKeyInstallScript("/var/lib/vllm-cluster", "spark-1");
-        syntaxOk("sh", s);
-        expect(s).toContain("umask 077");
-        expect(s).toContain(`cat > "$tmp"`);
-        expect(s).toMatchSnapshot();
+        const step = secretInstallStep(apiKeyFile("/var/lib/vllm-cluster", "spark-1"));
+        // the key is never an argument: only where it goes
+        expect(step.args).toEqual([
+            "install",
+            "kind=api key",
+            "node=spark-1",
+            "dir=/var/lib/vllm-cluster/spark-1",
+            "file=/var/lib/vllm-cluster/spark-1/api-key",
+        ]);
+        const text = scriptFile(step.script).text;
+        expect(text).toContain("umask 077");
+        expect(text).toContain(`cat >"$tmp"`);
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), "key-"));
-        const r = spawnSync("sh", ["-c", apiKeyInstallScript(dir, "n1")], { input: "k3y", encoding: "utf8" });
+        const r = spawnSync("sh", apiKeyInstall(dir, "n1").slice(1), { input: "k3y", encoding: "utf8" });
         expect(r.status).toBe(0);
         expect(fs.readFileSync(path.join(dir, "n1", "api-key"), "utf8")).toBe("k3y");
         expect(fs.statSync(path.join(dir, "n1", "api-key")).mode & 0o777).toBe(0o600);
-        const empty = spawnSync("sh", ["-c", apiKeyInstallScript(dir, "n2")], { input: "", encoding: "utf8" });
+        const empty = spawnSync("sh", apiKeyInstall(dir, "n2").slice(1), { input: "", encoding: "utf8" });
         expect(empty.status).toBe(1);
         // an empty directory in the key's place (left by a bind mount of a missing file) is replaced by the key
         fs.mkdirSync(path.join(dir, "n3", "api-key"), { recursive: true });
-        const overDir = spawnSync("sh", ["-c", apiKeyInstallScript(dir, "n3")], { input: "k3y", encoding: "utf8" });
+        const overDir = spawnSync("sh", apiKeyInstall(dir, "n3").slice(1), { input: "k3y", encoding: "utf8" });
         expect(overDir.status).toBe(0);
         expect(fs.readFileSync(path.join(dir, "n3", "api-key"), "utf8")).toBe("k3y");
         // a non-empty directory there is refused, naming it
         fs.mkdirSync(path.join(dir, "n4", "api-key", "x"), { recursive: true });
-        const busy = spawnSync("sh", ["-c", apiKeyInstallScript(dir, "n4")], { input: "k3y", encoding: "utf8" });
+        const busy = spawnSync("sh", apiKeyInstall(dir, "n4").slice(1), { input: "k3y", encoding: "utf8" });
         expect(busy.status).toBe(1);
         expect(busy.stderr).toContain(`${path.join(dir, "n4", "api-key")} is a non-empty directory`);
         fs.rmSync(dir, { recursive: true });
     });
 
-    test("readiness: bounded /health poll, then one authenticated chat completion; key via curl config on a process substitution", () => {
-        const s = serveReadinessScript({
+    test("readiness: a step of infra/scripts/serve_readiness.bash with the model, key file and bound as arguments", () => {
+        const step = serveReadinessStep({
             node: "spark-1",
             port: 8001,
             servedName: "qwen3.5-122b-a10b-fp8",
             apiKeyFile: "/home/aurora/.local/state/vllm-cluster/spark-1/api-key",
             timeoutSeconds: 1800,
         });
-        syntaxOk("bash", s);
-        expect(s).toContain(`"$base/health"`);
-        expect(s).toContain("-K <(auth)");
-        expect(s).toContain(`"$base/v1/chat/completions"`);
-        expect(s).toContain("within 1800s");
-        expect(s).not.toMatch(/-H ['"]?Authorization/);
-        expect(s).toMatchSnapshot();
+        expect(step.script).toBe("serve_readiness.bash");
+        expect(step.args).toContain("timeout=1800");
+        expect(step.args).toContain("key-file=/home/aurora/.local/state/vllm-cluster/spark-1/api-key");
+        expect(JSON.parse(step.args.find((a) => a.startsWith("body="))!.slice(5))).toMatchObject({ model: "qwen3.5-122b-a10b-fp8" });
+        expect(step.args.join(" ")).not.toMatch(/Authorization/);
+        // the key reaches curl through a config file on a process substitution, never a -H on a command line
+        const text = scriptFile("serve_readiness.bash").text;
+        expect(text).toContain("-K <(auth)");
+        expect(text).not.toMatch(/-H ['"]?Authorization/);
+        expect(step).toMatchSnapshot();
     });
 
     test("readiness against a fake server: succeeds, and fails when the container died", () => {
@@ -852,21 +686,21 @@ describe("vllm serve", () => {
             timeoutSeconds: 5,
             intervalSeconds: 0,
         };
-        const ok = spawnSync("bash", ["-c", serveReadinessScript(spec)], { encoding: "utf8", env });
+        const ok = spawnSync("bash", localStepArgv(serveReadinessStep(spec)).slice(1), { encoding: "utf8", env });
         expect(ok.stderr).toBe("");
         expect(ok.status).toBe(0);
         expect(JSON.parse(ok.stdout)).toEqual({ ready: true, node: "spark-1", port: 8001 });
         expect(fs.readFileSync(seen, "utf8")).not.toContain("the-key");
 
         // a server that answers without the key is open, not ready
-        const open = spawnSync("bash", ["-c", serveReadinessScript(spec)], { encoding: "utf8", env: { ...env, OPEN: "1" } });
+        const open = spawnSync("bash", localStepArgv(serveReadinessStep(spec)).slice(1), { encoding: "utf8", env: { ...env, OPEN: "1" } });
         expect(open.status).toBe(1);
         expect(open.stderr).toContain(
             "vllm-serve on node spark-1: a chat completion without the API key returned HTTP 200, not 401: the server does not enforce its key",
         );
 
         fs.writeFileSync(path.join(dir, "curl"), `#!/bin/sh\nprintf 000\n`, { mode: 0o755 });
-        const dead = spawnSync("bash", ["-c", serveReadinessScript(spec)], {
+        const dead = spawnSync("bash", localStepArgv(serveReadinessStep(spec)).slice(1), {
             encoding: "utf8",
             env: { ...env, FAKE_STATE: "exited" },
         });

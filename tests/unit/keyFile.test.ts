@@ -1,11 +1,13 @@
 /**
- * The KeyFile provider with the real install/check/remove scripts run by bash on a local directory (the scripts are
- * what the program runs over ssh; here the "host" is this machine's temp dir).
+ * The KeyFile provider with the real install/check/remove steps (infra/scripts/secret_file.sh) run as files on a
+ * local directory (the program runs them over ssh; here the "host" is this machine's temp dir).
  */
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
-import { apiKeyFile, apiKeyHash, secretCheckScript, secretInstallScript, secretRemoveScript } from "../../infra/builders/key";
+import { apiKeyFile, apiKeyHash, secretCheckStep, secretInstallStep, secretRemoveStep } from "../../infra/builders/key";
+import { shellJoin } from "../../infra/builders/quote";
+import { RemoteStep, localStepArgv } from "../../infra/builders/remoteStep";
 import { apiKeyHostPath } from "../../infra/builders/node";
 import { keyFileProvider } from "../../infra/providers/keyFile";
 
@@ -13,12 +15,15 @@ const KEY = "k".repeat(24) + "0123456789abcdefghijklmn";
 let stateDir: string;
 let file: string;
 
+/** The step's script run as a file on this machine, the "host". */
+const local = (step: RemoteStep) => shellJoin(localStepArgv(step));
+
 function inputs(key = KEY) {
     return {
         what: "api key file on node spark-1",
-        installScript: secretInstallScript(apiKeyFile(stateDir, "spark-1")),
-        checkScript: secretCheckScript(apiKeyFile(stateDir, "spark-1")),
-        removeScript: secretRemoveScript(apiKeyFile(stateDir, "spark-1")),
+        installScript: local(secretInstallStep(apiKeyFile(stateDir, "spark-1"))),
+        checkScript: local(secretCheckStep(apiKeyFile(stateDir, "spark-1"))),
+        removeScript: local(secretRemoveStep(apiKeyFile(stateDir, "spark-1"))),
         key,
         keyHash: apiKeyHash(key),
     };

@@ -4,6 +4,7 @@ import { parseReport } from "../../components/clusterReady";
 import { parseFacts } from "../../components/sparkNode";
 import { ClusterConfig, validateConfig } from "../../infra/config";
 import { apiKeyHash, secretHash } from "../../infra/builders/key";
+import { scriptFile } from "../../infra/builders/remoteStep";
 import { SERVE_ENTRYPOINT, joinFingerprint } from "../../infra/builders/vllm";
 import { hostCheckProvider } from "../../infra/providers/hostCheck";
 import { keyFileProvider } from "../../infra/providers/keyFile";
@@ -116,11 +117,11 @@ function expectPreflightPortsMatchLabels(run: Run, cfg: ClusterConfig): void {
             .flatMap((r) => Object.values(JSON.parse(labelsOf(r)["vllm-cluster.ports"]) as Record<string, number>));
         const ports = [...new Set(labelled)].sort((a, b) => a - b);
         const create = get(run, `${n.name}-preflight`).inputs.create as string;
+        expect(create).toContain("vcl_script=infra/scripts/preflight.sh");
         if (ports.length === 0) {
-            expect(create).not.toContain("ss -Hltn");
+            expect(create).not.toContain(" ports=");
         } else {
-            expect(create).toContain(`for p in ${ports.join(" ")}; do`);
-            expect(create).toContain("ss -Hltn");
+            expect(create).toContain(` ports=${ports.join(",")} managed-label=vllm-cluster.managed`);
         }
     }
 }
@@ -171,7 +172,7 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
         const head = get(runs[stack], `${configs[stack].head.name}-preflight`).inputs.create as string;
         const r = configs[stack].ray;
         for (const port of [configs[stack].serve.port, r.gcsPort, r.dashboardPort, r.clientPort]) {
-            expect(head).toMatch(new RegExp(`for p in [0-9 ]*\\b${port}\\b`));
+            expect(head).toMatch(new RegExp(` ports=[0-9,]*\\b${port}\\b`));
         }
     });
 
@@ -236,7 +237,8 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
             "/run/vllm-cluster/tls-key.pem",
         ]);
         expect(run.resolved.endpoint).toBe(`https://${cfg.head.sshHost}:${cfg.serve.port}/v1`);
-        expect(get(run, "serve-readiness").inputs.waitScript).toContain(`https://127.0.0.1:${cfg.serve.port}`);
+        expect(get(run, "serve-readiness").inputs.waitScript).toContain(` port=${cfg.serve.port} `);
+        expect(get(run, "serve-readiness").inputs.waitScript).toMatch(/ tls=yes'; \}$/m);
     });
 
     test("the source host's image check (and so the Ray head) does not wait for the chain; every other host's does", () => {
@@ -475,18 +477,19 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
 
     test("remote commands: preflight, probe, readiness", () => {
         const r = run();
-        expect(get(r, "spark-1-preflight").inputs.create).toContain("nvidia-smi -L");
+        expect(get(r, "spark-1-preflight").inputs.create).toContain(" gpu-runtime=nvidia gpus=1 ");
         const probe = get(r, "cluster-ready-probe").inputs;
         expect(probe.waitScript).toContain("docker exec vllm-ray-head python3 -c");
         // the refresh-time look is the same probe with no waiting
         expect(probe.checkScript).toBe((probe.waitScript as string).replace('"timeoutSeconds":300', '"timeoutSeconds":0'));
         const ready = get(r, "serve-readiness").inputs;
-        expect(ready.waitScript).toContain("bash -c");
-        expect(ready.waitScript).toContain("within 1800s");
-        expect(ready.checkScript).toContain("within 20s");
+        expect(ready.waitScript).toContain(`vcl_sha256=${scriptFile("serve_readiness.bash").sha256}`);
+        expect(ready.waitScript).toContain(" timeout=1800 ");
+        expect(ready.checkScript).toContain(" timeout=20 ");
         const keyFile = get(r, "serve-api-key-file").inputs;
-        expect(keyFile.removeScript).toContain("rm -f");
-        expect(keyFile.checkScript).toContain("sha256sum");
+        expect(keyFile.removeScript).toMatch(/ remove file=\S+\/api-key'; \}$/m);
+        expect(keyFile.checkScript).toContain(" check '\\''kind=api key'\\'' file=");
+        expect(keyFile.checkScript).toMatch(/\/api-key'; \}$/m);
         expect(keyFile.keyHash).toBe(apiKeyHash(MOCK_API_KEY));
     });
 });
@@ -803,7 +806,7 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
 
     test("preflight checks the host ports each rank labels: rank 0 serve + master port, other ranks none", () => {
         expectPreflightPortsMatchLabels(run, cfg);
-        expect(get(run, `${cfg.head.name}-preflight`).inputs.create).toContain(`for p in ${cfg.serve.port} ${cfg.native.masterPort}; do`);
+        expect(get(run, `${cfg.head.name}-preflight`).inputs.create).toContain(` ports=${cfg.serve.port},${cfg.native.masterPort} `);
     });
 
     test("dependencies are data: rank 1 takes rank 0's container ID, readiness takes every rank's", () => {

@@ -1,0 +1,107 @@
+/**
+ * Scripts that run on hosts are files in infra/scripts/, never shell built in strings. A remote step names one
+ * (with its content's hash) and its arguments; it becomes a command line only here, at the ssh edge. What a
+ * resource records is that command line, so a diff shows which script (its hash) or which argument changed,
+ * not a wall of shell; the script's text is read from its file when the step runs and checked against the hash.
+ */
+import { createHash } from "crypto";
+import * as fs from "fs";
+import * as path from "path";
+import { shellJoin, shellQuote } from "./quote";
+import { SshTarget, sshCommandLine } from "./ssh";
+
+/** One script run on a host: which file, with which arguments, and what the step is called in messages. */
+export interface RemoteStep {
+    /** What the step is called in messages: "preflight on node spark-1". */
+    what: string;
+    /** The script's file name in infra/scripts/; its extension picks the interpreter (.sh: sh, .bash: bash, .py: python3). */
+    script: string;
+    /** Its arguments, one word each (never a secret: they are on the host's command line). */
+    args: readonly string[];
+}
+
+/** The directory of the scripts, where this module finds them. */
+export const SCRIPTS_DIR = path.join(__dirname, "..", "scripts");
+
+const INTERPRETERS: Record<string, string> = { ".sh": "sh", ".bash": "bash", ".py": "python3" };
+
+export interface ScriptFile {
+    name: string;
+    /** Absolute path of the file on this machine. */
+    file: string;
+    interpreter: string;
+    sha256: string;
+    text: string;
+}
+
+const loaded = new Map<string, ScriptFile>();
+
+/** Reads a script of infra/scripts/ once: a name that is not a plain file name there is a programming error. */
+export function scriptFile(name: string): ScriptFile {
+    const cached = loaded.get(name);
+    if (cached) {
+        return cached;
+    }
+    const interpreter = INTERPRETERS[path.extname(name)];
+    if (path.basename(name) !== name || interpreter === undefined) {
+        throw new Error(`remote step script ${JSON.stringify(name)}: not a .sh, .bash or .py file name in infra/scripts`);
+    }
+    const file = path.join(SCRIPTS_DIR, name);
+    const text = fs.readFileSync(file, "utf8");
+    const s = { name, file, interpreter, sha256: createHash("sha256").update(text).digest("hex"), text };
+    loaded.set(name, s);
+    return s;
+}
+
+/**
+ * Local shell lines that load the step's script into `$vcl_b64` (base64, one word): from its file, by a path
+ * relative to where the command runs (the engine runs programs and providers in the same directory, so the
+ * recorded command is the same in every checkout), failing loudly when the file is missing or is not the script the
+ * step was planned with.
+ */
+function loadLines(step: RemoteStep, s: ScriptFile): string[] {
+    const rel = path.relative(process.cwd(), s.file) || s.name;
+    const stale = `${step.what}: ${rel} (run from $(pwd)) is missing or not the script this step was planned with (sha256 ${s.sha256}); run pulumi from the same checkout`;
+    return [
+        `vcl_script=${shellQuote(rel)}`,
+        `vcl_sha256=${s.sha256}`,
+        `if ! [ -f "$vcl_script" ] || [ "$({ sha256sum 2>/dev/null || shasum -a 256; } < "$vcl_script" | cut -c1-64)" != "$vcl_sha256" ]; then echo "${stale}" >&2; exit 1; fi`,
+        `vcl_b64=$(base64 < "$vcl_script" | tr -d '\\n') || exit 1`,
+    ];
+}
+
+/**
+ * The remote command, as local shell text that expands to one word. Whatever the host's login shell is, it sees a
+ * plain `sh -c '<boot>' <name> <base64 script> <args>`: the boot decodes the script and runs it under its
+ * interpreter with the step's arguments, stdin left to the step (a secret arrives there). The script travels as one
+ * base64 argument, so its text is quoted nowhere.
+ */
+function remoteWord(step: RemoteStep, s: ScriptFile): string {
+    const name = path.basename(s.name, path.extname(s.name));
+    const run = s.interpreter === "python3" ? `python3 -c "$c"` : `${s.interpreter} -c "$c" ${name}`;
+    const boot = `c=$(printf %s "$1" | base64 -d) && shift && exec ${run} "$@"`;
+    const args = step.args.length === 0 ? "" : shellQuote(` ${shellJoin(step.args)}`);
+    return `${shellQuote(`${shellJoin(["sh", "-c", boot, name])} `)}"$vcl_b64"${args}`;
+}
+
+/**
+ * A local shell command line that runs the step on the target over the operation's shared ssh connection. When ssh
+ * itself fails (exit 255) the message names the step and the host.
+ */
+export function remoteStepCommand(t: SshTarget, step: RemoteStep): string {
+    const s = scriptFile(step.script);
+    const where = `${t.user}@${t.host}:${t.port}`;
+    return [
+        ...loadLines(step, s),
+        sshCommandLine(t, remoteWord(step, s)),
+        `rc=$?`,
+        `if [ "$rc" -eq 255 ]; then echo ${shellQuote(`${step.what}: ssh to ${where} failed (unreachable host, key or known_hosts entry)`)} >&2; fi`,
+        `exit "$rc"`,
+    ].join("\n");
+}
+
+/** argv that runs the step's script on this machine, as the host would (for tests of the scripts as files). */
+export function localStepArgv(step: RemoteStep): string[] {
+    const s = scriptFile(step.script);
+    return s.interpreter === "python3" ? ["python3", s.file, ...step.args] : [s.interpreter, s.file, ...step.args];
+}

@@ -1,0 +1,93 @@
+#!/bin/sh
+# Preflight of one host, run before anything is deployed on it: what the manual deployment found broken by hand
+# (docker unreachable, the fabric IP on another interface, a port held by a stopped proxy, a wrong GPU count).
+#
+#   preflight.sh node=NAME login=USER@HOST state-dir=DIR fabric-interface=IF fabric-ip=IP
+#                gpu-runtime=nvidia|none gpus=N [ports=P,P,...] [managed-label=LABEL]
+#
+# It also creates the node's state directory <state-dir>/<node> with its tmp (the /tmp of every container of the
+# node) and cache (their compile caches), as the login user and private to it (0700), refusing one that another
+# user owns. Prints one JSON line of facts: {"node","arch","dockerVersion","gpusSeen"}.
+set -u
+
+node='' login='' state_dir='' fabric_if='' fabric_ip='' gpu_runtime='' gpus='' ports='' managed_label=''
+for a in "$@"; do
+    case "$a" in
+        node=*) node=${a#*=} ;;
+        login=*) login=${a#*=} ;;
+        state-dir=*) state_dir=${a#*=} ;;
+        fabric-interface=*) fabric_if=${a#*=} ;;
+        fabric-ip=*) fabric_ip=${a#*=} ;;
+        gpu-runtime=*) gpu_runtime=${a#*=} ;;
+        gpus=*) gpus=${a#*=} ;;
+        ports=*) ports=$(printf '%s' "${a#*=}" | tr ',' ' ') ;;
+        managed-label=*) managed_label=${a#*=} ;;
+        *) echo "preflight: unknown argument: $a" >&2; exit 2 ;;
+    esac
+done
+for v in node login state_dir fabric_if fabric_ip gpu_runtime gpus; do
+    eval "[ -n \"\$$v\" ]" || { echo "preflight: missing argument $v" >&2; exit 2; }
+done
+
+fail() { echo "preflight failed on node $node ($login): $*" >&2; exit 1; }
+
+# Created here, as the login user, before any container: docker would create missing bind-mount sources owned by
+# root, and the API key install (run as the login user) could not write there. They hold what every container
+# executes or trusts (its /tmp, where Ray keeps its session; pickled compile artifacts; the key and token files):
+# owned by the login user, mode 0700, so no other local user of the host can plant or swap anything there. A
+# directory someone else owns is refused, never taken over.
+node_dir="$state_dir/$node"
+if ! [ -L "$state_dir" ] && [ -d "$state_dir" ] && [ -n "$(find "$state_dir" -maxdepth 0 -perm -0002 ! -perm -1000)" ]; then
+    fail "state dir $state_dir is writable by every user and not sticky; another user could replace $node_dir"
+fi
+(umask 077 && mkdir -p "$node_dir" "$node_dir/tmp" "$node_dir/cache") ||
+    fail "could not create $node_dir and its tmp and cache directories"
+for d in "$node_dir" "$node_dir/tmp" "$node_dir/cache"; do
+    if [ -L "$d" ] || ! [ -O "$d" ]; then
+        fail "$d is not a directory owned by $(id -un) (owner: $(stat -c %U "$d" 2>/dev/null)); remove it or give it to $(id -un)"
+    fi
+    chmod 700 "$d" || fail "could not make $d private (chmod 700)"
+done
+
+command -v docker >/dev/null 2>&1 || fail "docker CLI not found"
+dver=$(docker version --format '{{.Server.Version}}' 2>&1) || fail "docker engine unreachable: $dver"
+command -v ip >/dev/null 2>&1 || fail "ip (iproute2) not found"
+addrs=$(ip -o -4 addr show dev "$fabric_if" 2>&1) || fail "fabric interface $fabric_if not found"
+printf '%s\n' "$addrs" | grep -qF "inet $fabric_ip/" ||
+    fail "fabric IP $fabric_ip is not on interface $fabric_if (has: $(printf '%s\n' "$addrs" | awk '{print $4}' | tr '\n' ' '))"
+
+# No other process may hold a port this node's containers will listen on (TCP, any address). Our own listeners
+# are accepted: while a project container runs on the host, a held port is taken to be ours, so preflight re-runs
+# against a deployed cluster. Without ss the check is skipped with a warning.
+if [ -n "$ports" ]; then
+    skip="not checking that ports $ports are free"
+    if ! command -v ss >/dev/null 2>&1; then
+        echo "preflight warning on node $node: ss (iproute2) not found; $skip" >&2
+    elif ! listening=$(ss -Hltn 2>&1); then
+        echo "preflight warning on node $node: ss -Hltn failed ($listening); $skip" >&2
+    else
+        taken=""
+        for p in $ports; do
+            printf '%s\n' "$listening" | grep -Eq ":${p}[[:space:]]" && taken="$taken $p"
+        done
+        if [ -n "$taken" ]; then
+            ours=$(docker ps --quiet --filter "label=$managed_label=true" 2>&1) || fail "docker ps failed: $ours"
+            if [ -z "$ours" ]; then
+                msg=""
+                for p in $taken; do
+                    msg="$msg; port $p is already in use on the host, not by this project (see who holds it: ss -ltnp 'sport = :$p')"
+                done
+                fail "${msg#; }"
+            fi
+        fi
+    fi
+fi
+
+if [ "$gpu_runtime" = nvidia ]; then
+    command -v nvidia-smi >/dev/null 2>&1 || fail "nvidia-smi not found (gpuRuntime is nvidia)"
+    seen=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+    [ "$seen" -eq "$gpus" ] || fail "expected $gpus GPU(s), nvidia-smi -L lists $seen"
+else
+    seen=$gpus
+fi
+printf '{"node":"%s","arch":"%s","dockerVersion":"%s","gpusSeen":%s}\n' "$node" "$(uname -m)" "$dver" "$seen"

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Serve readiness, run on the head host: poll /health (bounded; fails early when the container died), then send
+# one real chat completion authenticated with the key read from the key file, then one without it, which must get
+# 401 (a server that answers without its key is open, not ready).
+#
+#   serve_readiness.bash node=NAME container=NAME port=N key-file=PATH timeout=SECONDS body=JSON
+#                        [interval=SECONDS] [tls=yes|no]
+#
+# The Authorization header reaches curl through a config file on a process substitution, so the key is never on
+# a command line. Prints one JSON line: {"ready":true,"node","port"}.
+set -uo pipefail
+
+node='' container='' port='' keyfile='' timeout='' body='' interval=1 tls=no
+for a in "$@"; do
+    case "$a" in
+        node=*) node=${a#*=} ;;
+        container=*) container=${a#*=} ;;
+        port=*) port=${a#*=} ;;
+        key-file=*) keyfile=${a#*=} ;;
+        timeout=*) timeout=${a#*=} ;;
+        body=*) body=${a#*=} ;;
+        interval=*) interval=${a#*=} ;;
+        tls=*) tls=${a#*=} ;;
+        *) echo "serve_readiness: unknown argument: $a" >&2; exit 2 ;;
+    esac
+done
+for v in node container port keyfile timeout body; do
+    [ -n "${!v}" ] || { echo "serve_readiness: missing argument $v" >&2; exit 2; }
+done
+
+base="http://127.0.0.1:$port"
+if [ "$tls" = yes ]; then
+    base="https://127.0.0.1:$port"
+    # over loopback on the head itself: the certificate names the address clients use, not 127.0.0.1
+    curl() { command curl --insecure "$@"; }
+fi
+deadline=$(($(date +%s) + timeout))
+logs() { docker logs --tail 12 "$container" 2>&1 | sed 's/^/  | /' >&2 || true; }
+# The server's last log lines first, then the verdict: the error's last line always says what failed.
+fail() { logs; echo "$container on node $node: $*" >&2; exit 1; }
+auth() { printf 'header = "Authorization: Bearer %s"\n' "$(cat "$keyfile")"; }
+
+[ -r "$keyfile" ] || fail "API key file $keyfile is missing or unreadable"
+code=000
+while :; do
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$base/health" || true)
+    [ "$code" = 200 ] && break
+    state=$(docker inspect -f '{{.State.Status}}' "$container" 2>/dev/null || echo missing)
+    case "$state" in exited | dead | missing) fail "container is $state before /health answered" ;; esac
+    [ "$(date +%s)" -lt "$deadline" ] || fail "/health did not return 200 within ${timeout}s (last HTTP $code, container $state)"
+    sleep "$interval"
+done
+left=$((deadline - $(date +%s)))
+[ "$left" -ge 30 ] || left=30
+resp=$(curl -sS --max-time "$left" -K <(auth) -H 'Content-Type: application/json' -d "$body" -w '\n%{http_code}' "$base/v1/chat/completions") ||
+    fail "chat completion request failed"
+code=${resp##*$'\n'}
+[ "$code" = 200 ] || fail "chat completion returned HTTP $code"
+case "$resp" in *'"choices"'*) ;; *) fail "chat completion answer has no choices" ;; esac
+# Fail closed: a server that answers without the key is not ready, it is open.
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 -H 'Content-Type: application/json' -d "$body" "$base/v1/chat/completions" || true)
+[ "$code" = 401 ] || fail "a chat completion without the API key returned HTTP $code, not 401: the server does not enforce its key"
+printf '{"ready":true,"node":"%s","port":%s}\n' "$node" "$port"

@@ -1,0 +1,239 @@
+/** infra/scripts/preflight.sh, run as a file with the arguments its step gives it, against stand-in docker, ip and ss. */
+import { SpawnSyncOptionsWithStringEncoding, spawnSync } from "child_process";
+import * as fs from "fs";
+import * as os from "os";
+import * as path from "path";
+import type { NodeConfig } from "../../infra/config";
+import { preflightCommand, preflightStep } from "../../infra/builders/preflight";
+import { localStepArgv, scriptFile } from "../../infra/builders/remoteStep";
+import type { SshTarget } from "../../infra/builders/ssh";
+
+const target: SshTarget = {
+    user: "aurora",
+    host: "10.1.230.180",
+    port: 22,
+    privateKeyPath: "~/.ssh/id_ed25519",
+    knownHostsFile: "~/.ssh/known_hosts",
+};
+const spark1: NodeConfig = {
+    name: "spark-1",
+    sshHost: "10.1.230.180",
+    sshUser: "aurora",
+    sshPort: 22,
+    fabricIp: "192.168.200.12",
+    fabricInterface: "enp1s0f1np1",
+    rdmaDevices: ["rocep1s0f1", "roceP2p1s0f1"],
+    gpus: 1,
+    gpuRuntime: "nvidia",
+    unifiedMemory: true,
+    role: "head",
+    env: {},
+};
+const sim: NodeConfig = {
+    ...spark1,
+    name: "spark-2",
+    sshUser: "root",
+    sshHost: "10.231.0.12",
+    fabricIp: "10.232.0.12",
+    fabricInterface: "fabric0",
+    rdmaDevices: [],
+    gpuRuntime: "none",
+    unifiedMemory: false,
+};
+
+/** Runs the preflight script as a file, with the arguments preflightStep gives it (as the host would). */
+function runPreflight(n: NodeConfig, stateDir: string, ports: number[], opts: SpawnSyncOptionsWithStringEncoding, shell = "sh") {
+    const [, ...args] = localStepArgv(preflightStep(n, stateDir, ports));
+    return spawnSync(shell, args, opts);
+}
+
+describe("preflight", () => {
+    test("a step of infra/scripts/preflight.sh: the node's facts as arguments, the port check only with ports", () => {
+        const step = preflightStep(spark1, "/var/lib/vllm-cluster", [6379, 8000, 8265, 10001]);
+        expect(step).toEqual({
+            what: "preflight on node spark-1",
+            script: "preflight.sh",
+            args: [
+                "node=spark-1",
+                "login=aurora@10.1.230.180",
+                "state-dir=/var/lib/vllm-cluster",
+                "fabric-interface=enp1s0f1np1",
+                "fabric-ip=192.168.200.12",
+                "gpu-runtime=nvidia",
+                "gpus=1",
+                "ports=6379,8000,8265,10001",
+                "managed-label=vllm-cluster.managed",
+            ],
+        });
+        expect(preflightStep(sim, "/var/lib/vllm-cluster", []).args.some((a) => a.startsWith("ports="))).toBe(false);
+        // the recorded command names the script by its hash and carries the arguments, never the script's text
+        const cmd = preflightCommand(target, sim, "/var/lib/vllm-cluster", []);
+        expect(cmd).toContain(`vcl_sha256=${scriptFile("preflight.sh").sha256}`);
+        expect(cmd).toContain("node=spark-2 login=root@10.231.0.12");
+        expect(cmd).not.toContain("docker version");
+        expect(cmd).toMatchSnapshot();
+    });
+
+    test("unknown or missing arguments are refused", () => {
+        const [sh, file] = localStepArgv(preflightStep(sim, "/x", []));
+        const unknown = spawnSync(sh, [file, "nod=spark-2"], { encoding: "utf8" });
+        expect(unknown.status).toBe(2);
+        expect(unknown.stderr).toBe("preflight: unknown argument: nod=spark-2\n");
+        const missing = spawnSync(sh, [file, "node=spark-2"], { encoding: "utf8" });
+        expect(missing.status).toBe(2);
+        expect(missing.stderr).toBe("preflight: missing argument login\n");
+    });
+
+    test("runs against fake docker/ip: reports facts, or fails naming the host", () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "preflight-"));
+        const write = (name: string, body: string) => {
+            fs.writeFileSync(path.join(dir, name), `#!/bin/sh\n${body}\n`, { mode: 0o755 });
+        };
+        write("docker", `echo 28.0.1`);
+        write("ip", `echo "3: fabric0    inet 10.232.0.12/24 brd 10.232.0.255 scope global fabric0"`);
+        const env = { ...process.env, PATH: `${dir}:${process.env.PATH}` };
+        const stateDir = path.join(dir, "state");
+        const ok = runPreflight(sim, stateDir, [], { encoding: "utf8", env });
+        expect(ok.status).toBe(0);
+        expect(JSON.parse(ok.stdout)).toMatchObject({ node: "spark-2", dockerVersion: "28.0.1", gpusSeen: 1 });
+        // private to the login user: no other local user can plant code in a container's /tmp or its compile caches
+        for (const d of ["", "tmp", "cache"]) {
+            expect(fs.statSync(path.join(stateDir, "spark-2", d)).mode & 0o7777).toBe(0o700);
+        }
+        // a link planted in place of a directory is refused, never followed
+        const cache = path.join(stateDir, "spark-2", "cache");
+        const me = os.userInfo().username;
+        fs.rmSync(cache, { recursive: true });
+        fs.symlinkSync(os.tmpdir(), cache);
+        const linked = runPreflight(sim, stateDir, [], { encoding: "utf8", env });
+        expect(linked.status).toBe(1);
+        expect(linked.stderr).toContain(`${cache} is not a directory owned by ${me}`);
+        fs.rmSync(cache);
+        if (process.getuid?.() === 0) {
+            // a directory another user made (or a world-writable one from an earlier release) is refused too
+            fs.mkdirSync(cache, { mode: 0o1777 });
+            fs.chownSync(cache, 65534, 65534);
+            const planted = runPreflight(sim, stateDir, [], { encoding: "utf8", env });
+            expect(planted.status).toBe(1);
+            expect(planted.stderr).toContain(`${cache} is not a directory owned by root (owner: nobody)`);
+            fs.rmSync(cache, { recursive: true });
+        }
+        // a stateDir every user can write without the sticky bit would let any of them rename ours away
+        fs.chmodSync(stateDir, 0o777);
+        const open = runPreflight(sim, stateDir, [], { encoding: "utf8", env });
+        expect(open.status).toBe(1);
+        expect(open.stderr).toContain(`state dir ${stateDir} is writable by every user and not sticky`);
+        fs.chmodSync(stateDir, 0o755);
+
+        const wrongIp = runPreflight({ ...sim, fabricIp: "10.232.0.1" }, stateDir, [], {
+            encoding: "utf8",
+            env,
+        });
+        expect(wrongIp.status).toBe(1);
+        expect(wrongIp.stderr).toContain(
+            "preflight failed on node spark-2 (root@10.231.0.12): fabric IP 10.232.0.1 is not on interface fabric0 (has: 10.232.0.12/24",
+        );
+
+        write("docker", `echo "Cannot connect to the Docker daemon" >&2; exit 1`);
+        const noDocker = runPreflight(sim, stateDir, [], { encoding: "utf8", env });
+        expect(noDocker.status).toBe(1);
+        expect(noDocker.stderr).toContain("preflight failed on node spark-2 (root@10.231.0.12): docker engine unreachable");
+
+        write("docker", `echo 28.0.1`);
+        write("nvidia-smi", `echo "GPU 0: NVIDIA GB10"`);
+        const twoGpus = runPreflight({ ...sim, gpuRuntime: "nvidia", gpus: 2 }, stateDir, [], {
+            encoding: "utf8",
+            env,
+        });
+        expect(twoGpus.status).toBe(1);
+        expect(twoGpus.stderr).toContain("expected 2 GPU(s), nvidia-smi -L lists 1");
+        fs.rmSync(dir, { recursive: true });
+    });
+
+    test("ports: free ones pass; one held by another process fails naming node and port; ours are accepted; no ss warns", () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "preflight-ports-"));
+        const bin = path.join(dir, "bin");
+        fs.mkdirSync(bin);
+        const write = (name: string, body: string) => {
+            fs.writeFileSync(path.join(bin, name), `#!/bin/sh\n${body}\n`, { mode: 0o755 });
+        };
+        // PATH is only this directory: the fakes plus the real tools the script needs (so `ss` can be missing)
+        for (const tool of ["mkdir", "chmod", "grep", "awk", "tr", "uname", "cat", "find", "id", "stat"]) {
+            const real = spawnSync("sh", ["-c", `command -v ${tool}`], { encoding: "utf8" }).stdout.trim();
+            fs.symlinkSync(real, path.join(bin, tool));
+        }
+        const listeners = path.join(dir, "listeners");
+        const running = path.join(dir, "running");
+        // `ss -Hltn` prints the listeners file; `docker ps` the running-containers file, only for the project's label
+        write("ss", `[ "$*" = "-Hltn" ] || exit 2\ncat ${listeners}`);
+        write(
+            "docker",
+            [
+                `case "$1" in`,
+                `version) echo 28.0.1 ;;`,
+                `ps) [ "$*" = "ps --quiet --filter label=vllm-cluster.managed=true" ] || exit 2; cat ${running} ;;`,
+                `*) exit 2 ;;`,
+                `esac`,
+            ].join("\n"),
+        );
+        write("ip", `echo "3: fabric0    inet 10.232.0.12/24 brd 10.232.0.255 scope global fabric0"`);
+        const env = { PATH: bin, HOME: dir };
+        const head = { ...sim, name: "spark-1", sshHost: "10.231.0.11" };
+        const run = (ports: number[]) => runPreflight(head, path.join(dir, "state"), ports, { encoding: "utf8", env }, "/bin/sh");
+        const ports = [6379, 8000, 8265, 10001];
+
+        // free: other listeners only (sshd, a port that merely ends in 8000, a client port), none of ours
+        fs.writeFileSync(
+            listeners,
+            [
+                "LISTEN 0      128          0.0.0.0:22         0.0.0.0:*",
+                "LISTEN 0      128          0.0.0.0:18000      0.0.0.0:*",
+                "LISTEN 0      4096       127.0.0.1:80         0.0.0.0:*",
+                "LISTEN 0      128             [::]:22            [::]:*",
+            ].join("\n") + "\n",
+        );
+        fs.writeFileSync(running, "");
+        const free = run(ports);
+        expect(free.stderr).toBe("");
+        expect(free.status).toBe(0);
+        expect(JSON.parse(free.stdout)).toMatchObject({ node: "spark-1" });
+
+        // taken: a stopped proxy still holds 8000 (IPv6 any address), no project container runs
+        fs.appendFileSync(listeners, "LISTEN 0      511               *:8000             *:*\n");
+        const taken = run(ports);
+        expect(taken.status).toBe(1);
+        expect(taken.stdout).toBe("");
+        expect(taken.stderr.trim()).toBe(
+            "preflight failed on node spark-1 (root@10.231.0.11): port 8000 is already in use on the host, not by this project " +
+                "(see who holds it: ss -ltnp 'sport = :8000')",
+        );
+        // two taken ports: both named
+        fs.appendFileSync(listeners, "LISTEN 0      511     10.232.0.11:6379       0.0.0.0:*\n");
+        const two = run(ports);
+        expect(two.status).toBe(1);
+        expect(two.stderr).toContain(
+            "port 6379 is already in use on the host, not by this project (see who holds it: ss -ltnp 'sport = :6379')",
+        );
+        expect(two.stderr).toContain("port 8000 is already in use");
+
+        // a re-run against the deployed cluster: a project container runs, so the listeners are ours
+        fs.writeFileSync(running, "3f2a9c1d0b7e\n");
+        const ours = run(ports);
+        expect(ours.stderr).toBe("");
+        expect(ours.status).toBe(0);
+
+        // a node whose containers listen on nothing is not checked
+        fs.writeFileSync(running, "");
+        expect(run([]).status).toBe(0);
+
+        // no ss on the host: one warning line, and the check is skipped
+        fs.rmSync(path.join(bin, "ss"));
+        const noSs = run(ports);
+        expect(noSs.status).toBe(0);
+        expect(noSs.stderr).toBe(
+            "preflight warning on node spark-1: ss (iproute2) not found; not checking that ports 6379 8000 8265 10001 are free\n",
+        );
+        expect(JSON.parse(noSs.stdout)).toMatchObject({ node: "spark-1", gpusSeen: 1 });
+        fs.rmSync(dir, { recursive: true });
+    });
+});
