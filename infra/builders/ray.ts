@@ -1,10 +1,8 @@
 /** Ray: the head and worker `ray start` command lines, the cluster readiness probe, the dashboard tunnel. */
-import * as fs from "fs";
-import * as path from "path";
 import type { NodeConfig } from "../config";
 import { CONTAINER, DASHBOARD_HOST } from "../contract";
-import { shellJoin } from "./quote";
-import { SshTarget, remoteScriptCommand } from "./ssh";
+import { RemoteStep, remoteStepCommand } from "./remoteStep";
+import type { SshTarget } from "./ssh";
 
 /** What every Ray node listens on besides the head's own ports (ray.nodeManagerPort and the rest). */
 export interface RayNodePorts {
@@ -102,9 +100,6 @@ export function rayWorkerCommand(a: RayWorkerCommandInput): string[] {
     return cmd;
 }
 
-/** The probe run inside the head container (a real Python file, tested as one). */
-export const CLUSTER_PROBE_PY = fs.readFileSync(path.join(__dirname, "..", "scripts", "ray_cluster_probe.py"), "utf8");
-
 export interface ClusterReadySpec {
     /** `<head fabric IP>:<gcs port>` */
     address: string;
@@ -113,13 +108,13 @@ export interface ClusterReadySpec {
     timeoutSeconds: number;
 }
 
-/** Remote script for the head host: `docker exec vllm-ray-head python3 -c <probe> <spec JSON>`. */
-export function clusterReadyScript(spec: ClusterReadySpec): string {
-    return shellJoin(["docker", "exec", CONTAINER.rayHead, "python3", "-c", CLUSTER_PROBE_PY, JSON.stringify(spec)]);
+/** The probe (infra/scripts/ray_cluster_probe.py) run inside the head container, its spec as one JSON argument. */
+export function clusterReadyStep(spec: ClusterReadySpec): RemoteStep {
+    return { what: "cluster readiness probe", script: "ray_cluster_probe.py", container: CONTAINER.rayHead, args: [JSON.stringify(spec)] };
 }
 
 export function clusterReadyCommand(t: SshTarget, spec: ClusterReadySpec): string {
-    return remoteScriptCommand(t, "cluster readiness probe", clusterReadyScript(spec));
+    return remoteStepCommand(t, clusterReadyStep(spec));
 }
 
 /** Operator hint for the loopback-only dashboard. */

@@ -18,6 +18,8 @@ export interface RemoteStep {
     script: string;
     /** Its arguments, one word each (never a secret: they are on the host's command line). */
     args: readonly string[];
+    /** Run inside this container of the host (`docker exec`) instead of on the host itself. */
+    container?: string;
 }
 
 /** The directory of the scripts, where this module finds them. */
@@ -78,8 +80,9 @@ function loadLines(step: RemoteStep, s: ScriptFile): string[] {
  */
 function remoteWord(step: RemoteStep, s: ScriptFile): string {
     const name = path.basename(s.name, path.extname(s.name));
+    const exec = step.container === undefined ? "exec" : `exec docker exec ${shellQuote(step.container)}`;
     const run = s.interpreter === "python3" ? `python3 -c "$c"` : `${s.interpreter} -c "$c" ${name}`;
-    const boot = `c=$(printf %s "$1" | base64 -d) && shift && exec ${run} "$@"`;
+    const boot = `c=$(printf %s "$1" | base64 -d) && shift && ${exec} ${run} "$@"`;
     const args = step.args.length === 0 ? "" : shellQuote(` ${shellJoin(step.args)}`);
     return `${shellQuote(`${shellJoin(["sh", "-c", boot, name])} `)}"$vcl_b64"${args}`;
 }

@@ -9,7 +9,7 @@ import * as os from "os";
 import * as path from "path";
 import type { EngineEvent } from "@pulumi/pulumi/automation";
 import { apiKeyHostPath, rayTokenHostPath } from "../../infra/builders/node";
-import { ClusterReadySpec, clusterReadyScript } from "../../infra/builders/ray";
+import { ClusterReadySpec, clusterReadyCommand } from "../../infra/builders/ray";
 import { CONTAINER, LABEL } from "../../infra/contract";
 import {
     CliResult,
@@ -561,7 +561,7 @@ test("host lost while serving (spark-2's engine stopped): refresh and up name it
         await waitFor(
             "Ray on spark-1 to report spark-2 missing",
             async () => {
-                const look = await hosts.on(head, ["sh", "-c", clusterReadyScript(gateSpec(0))], 60_000);
+                const look = await runArgv(["sh", "-c", clusterReadyCommand(hosts.target(head), gateSpec(0))], { timeoutMs: 60_000 });
                 return look.code !== 0 && /missing hosts: spark-2/.test(look.stderr);
             },
             180_000,

@@ -12,14 +12,7 @@ import { containerLabels } from "../../infra/builders/labels";
 import { nodeEnv } from "../../infra/builders/node";
 import { shellJoin, shellPath, shellQuote } from "../../infra/builders/quote";
 import { knownHostsLookupScript } from "../../infra/builders/chain";
-import {
-    CLUSTER_PROBE_PY,
-    clusterReadyCommand,
-    clusterReadyScript,
-    dashboardTunnelHint,
-    rayHeadCommand,
-    rayWorkerCommand,
-} from "../../infra/builders/ray";
+import { clusterReadyCommand, clusterReadyStep, dashboardTunnelHint, rayHeadCommand, rayWorkerCommand } from "../../infra/builders/ray";
 import { serveReadinessStep } from "../../infra/builders/readiness";
 import { localStepArgv, scriptFile } from "../../infra/builders/remoteStep";
 import { shmSizeMb } from "../../infra/builders/containers";
@@ -429,10 +422,11 @@ describe("cluster readiness probe", () => {
         timeoutSeconds: 0,
     };
 
-    test("is docker exec python3 -c in the head container", () => {
-        const s = clusterReadyScript(spec);
-        expect(argvAfterShell(s).slice(0, 5)).toEqual(["docker", "exec", "vllm-ray-head", "python3", "-c"]);
-        expect(JSON.parse(argvAfterShell(s)[6])).toEqual(spec);
+    test("is infra/scripts/ray_cluster_probe.py in the head container, its spec one JSON argument", () => {
+        const step = clusterReadyStep(spec);
+        expect(step).toMatchObject({ script: "ray_cluster_probe.py", container: "vllm-ray-head" });
+        expect(step.args.map((a) => JSON.parse(a) as unknown)).toEqual([spec]);
+        expect(clusterReadyCommand(target, spec)).toContain("exec docker exec vllm-ray-head python3 -c");
         syntaxOk("sh", clusterReadyCommand(target, spec));
         expect(clusterReadyCommand(target, spec)).toMatchSnapshot();
     });
@@ -444,7 +438,7 @@ describe("cluster readiness probe", () => {
             path.join(dir, "ray.py"),
             `import json\ndef init(**kw): pass\ndef nodes(): return json.loads(${JSON.stringify(JSON.stringify(nodes))})\n`,
         );
-        const r = spawnSync("python3", ["-c", CLUSTER_PROBE_PY, JSON.stringify(spec)], {
+        const r = spawnSync("python3", localStepArgv(clusterReadyStep(spec)).slice(1), {
             encoding: "utf8",
             env: { ...process.env, PYTHONPATH: dir },
         });

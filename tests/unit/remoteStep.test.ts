@@ -94,6 +94,23 @@ describe("remote steps", () => {
         });
     });
 
+    test("a step with a container runs its script there (docker exec), with the same arguments", () => {
+        // docker exec CONTAINER ARGV...: records the container, then runs ARGV here
+        fs.writeFileSync(
+            path.join(bin, "docker"),
+            '#!/bin/sh\n[ "$1" = exec ] || exit 2\nprintf "%s\\n" "$2" >"$STEP_DIR/container"\nshift 2\nexec "$@"\n',
+            { mode: 0o755 },
+        );
+        withScript("vcl-test-argv.py", "import json, sys\nprint(json.dumps(sys.argv[1:]))\n", () => {
+            const step: RemoteStep = { what: "probe", script: "vcl-test-argv.py", container: "vllm-ray-head", args: ["{}"] };
+            const r = run(remoteStepCommand(target, step));
+            expect(r.stderr).toBe("");
+            expect(JSON.parse(r.stdout)).toEqual(["{}"]);
+            expect(fs.readFileSync(path.join(dir, "container"), "utf8")).toBe("vllm-ray-head\n");
+        });
+        fs.rmSync(path.join(bin, "docker"));
+    });
+
     test("a script file that is missing or changed since the step was planned fails loudly, before any ssh", () => {
         const cmd = remoteStepCommand(target, { what: "preflight on node a", script: "preflight.sh", args: [] });
         // another checkout whose preflight.sh differs
