@@ -53,3 +53,8 @@ for (const [k, f] of Object.entries(r.figures))
 for (const [k, v] of Object.entries(r.ratios)) console.log(`  ${k.padEnd(44)} ${v.toFixed(2).padStart(8)}`);
 ' "$out/$results"
 echo "bench: chart $out/$tl.png"
+# the README's tables of "Measured here" are generated from the committed results, never pasted
+if [[ $out == "$root/bench" ]]; then
+  node bench/report.js || { echo "bench: FAILED: bench/report.js" >&2; exit 1; }
+  echo "bench: README tables rewritten from bench/$results"
+fi

@@ -1,0 +1,132 @@
+#!/usr/bin/env node
+/**
+ * The README's measured tables of "Measured here", generated from the bench runs' committed results.
+ *
+ *   node bench/report.js           rewrites the tables from bench/results.json, bench/results-4hosts.json and
+ *                                  bench/distribution.json (npm run bench and npm run bench:distribution run it)
+ *
+ * Figures are seconds unless their unit says otherwise: min / median / max over the run's repeats (min / max for a
+ * run of two), the ratios as the run computed them.
+ */
+"use strict";
+const fs = require("fs");
+const path = require("path");
+const { block, cell, markers, write } = require("../tests/lib/readmeBlock");
+
+const BENCH = __dirname;
+const GENERATOR = "bench/report.js";
+const load = (f) => JSON.parse(fs.readFileSync(path.join(BENCH, f), "utf8"));
+
+/** One figure: integers from 100 up, else one decimal. */
+const num = (v) => (Math.abs(v) >= 100 || Number.isInteger(v) ? String(Math.round(v)) : v.toFixed(1));
+const ratio = (v) => v.toFixed(2);
+
+/** A figure's cell: min / median / max, or min / max for two repeats. */
+function spread(f, repeats) {
+    if (f === undefined) return "";
+    return repeats === 2 ? `${num(f.min)} / ${num(f.max)}` : `${num(f.min)} / ${num(f.median)} / ${num(f.max)}`;
+}
+
+/** Connections (sessions) of a cold up: medians. */
+function connections(r, kind) {
+    const c = r.figures[`${kind}: ssh connections${kind === "pulumi" ? ", cold up" : ""}`];
+    const s = r.figures[`${kind}: ssh sessions${kind === "pulumi" ? ", cold up" : ""}`];
+    if (c === undefined) return "";
+    const conn = r.repeats === 2 ? spread(c, 2) : num(c.median);
+    return s === undefined ? conn : `${conn} (${num(s.median)})`;
+}
+
+/** The table of one end-to-end bench run (bench/results*.json). */
+function endToEnd(file) {
+    const r = load(file);
+    const f = r.figures;
+    const head = r.repeats === 2 ? "Seconds (min / max)" : "Seconds (min / median / max)";
+    const rows = [
+        [
+            `\`pulumi up\` from an empty stack (image to ${r.hosts - 1} host${r.hosts > 2 ? "s" : ""}, served)`,
+            spread(f["pulumi: cold up"], r.repeats),
+            connections(r, "pulumi"),
+        ],
+        ["the manual procedure on the same hosts (`bench/manual.sh`)", spread(f["manual: bring-up"], r.repeats), connections(r, "manual")],
+        ["second `pulumi up`, nothing changed", spread(f["pulumi: no-op up"], r.repeats), num(f["pulumi: ssh connections, no-op up"].max)],
+        ["a serve argument changed (`serve.maxModelLen`)", spread(f["pulumi: serve-argument change"], r.repeats), ""],
+        ["`pulumi destroy`", spread(f["pulumi: destroy"], r.repeats), ""],
+        [
+            `the image (${f["image: docker save | ssh | docker load"].note}): \`docker save | ssh | docker load\``,
+            spread(f["image: docker save | ssh | docker load"], r.repeats),
+            "",
+        ],
+        ["the same bytes: `docker save | ssh cat`", spread(f["image: raw ssh cat of the same bytes"], r.repeats), ""],
+    ];
+    const q = r.ratios;
+    const throughput = f["image: throughput ratio (load / raw)"];
+    return [
+        `${r.hosts} hosts, ${r.repeats} repeats, run of ${r.when.slice(0, 10)} (\`bench/${file}\`):`,
+        "",
+        `| What | ${head} | SSH connections (sessions) |`,
+        "| --- | --- | --- |",
+        ...rows.map((x) => `| ${x.map(cell).join(" | ")} |`),
+        "",
+        `Ratios (medians, one run): cold up / manual **${ratio(q["cold up / manual bring-up"])}**, no-op up / cold up ${ratio(
+            q["no-op up / cold up"],
+        )}, serve change / cold up ${ratio(q["serve-argument change / cold up"])}; the image copy reaches ${ratio(
+            throughput.median,
+        )} of a raw stream of the same bytes.`,
+    ];
+}
+
+/** The image and model distribution tables (bench/distribution.json). */
+function distribution() {
+    const d = load("distribution.json");
+    const im = d.image;
+    const mo = d.model;
+    const rows = (fig, names) =>
+        names.map(([label, keys]) => `| ${label} | ${keys.map((k) => (fig[k] ? spread(fig[k], d.repeats) : "")).join(" | ")} |`);
+    const image = [
+        `Image: ${im.imageMiB} MiB, ${d.repeats} repeats, links capped at ${d.rate}, run of ${im.when.slice(0, 10)}:`,
+        "",
+        "| Hosts filled | `chain` (default) | `relay` (one stream per host) |",
+        "| --- | --- | --- |",
+        ...rows(im.figures, [
+            ["N = 1", ["chain N=1", "relay N=1"]],
+            ["N = 2", ["chain N=2", "relay N=2"]],
+            ["N = 4", ["chain N=4", "relay N=4"]],
+        ]),
+        `| raw \`ssh cat\` (same bytes, one link, nothing loaded) | ${spread(im.figures["raw ssh cat, 1 link"], d.repeats)} | |`,
+        "",
+        `Ratios (medians, one run): chain N=4 / N=1 **${ratio(im.ratios["chain N=4 / chain N=1"])}** (relay ${ratio(
+            im.ratios["relay N=4 / relay N=1"],
+        )}); chain N=1 reaches **${ratio(im.ratios["throughput: raw / chain N=1"])}** of the raw stream's bytes per second.`,
+    ];
+    const model = [
+        `Model: ${mo.modelMiB} MiB in ${mo.files} files, ${d.repeats} repeats, links capped at ${d.rate}, run of ${mo.when.slice(0, 10)}:`,
+        "",
+        "| Hosts filled | `model-chain` |",
+        "| --- | --- |",
+        ...rows(mo.figures, [
+            ["N = 1", ["chain N=1"]],
+            ["N = 2", ["chain N=2"]],
+            ["N = 4", ["chain N=4"]],
+        ]),
+        `| raw \`ssh tar\` (\`tar -ch\` of the same files, one link) | ${spread(mo.figures["raw ssh tar, 1 link"], d.repeats)} |`,
+        "",
+        `Ratios (medians, one run): N=4 / N=1 **${ratio(mo.ratios["chain N=4 / chain N=1"])}**; N=1 reaches **${ratio(
+            mo.ratios["throughput: raw / chain N=1"],
+        )}** of the raw stream.`,
+    ];
+    return { image, model };
+}
+
+/** Every block this generator owns: [markers, text]. */
+function blocks() {
+    const dist = distribution();
+    return [
+        [markers("bench-2hosts", GENERATOR, "bench/results.json"), endToEnd("results.json")],
+        [markers("bench-4hosts", GENERATOR, "bench/results-4hosts.json"), endToEnd("results-4hosts.json")],
+        [markers("bench-image-distribution", GENERATOR, "bench/distribution.json"), dist.image],
+        [markers("bench-model-distribution", GENERATOR, "bench/distribution.json"), dist.model],
+    ].map(([m, lines]) => [m, block(m, lines)]);
+}
+
+module.exports = { blocks };
+if (require.main === module) write(blocks());
