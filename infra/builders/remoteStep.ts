@@ -81,10 +81,24 @@ function loadLines(step: RemoteStep, s: ScriptFile): string[] {
 function remoteWord(step: RemoteStep, s: ScriptFile): string {
     const name = path.basename(s.name, path.extname(s.name));
     const exec = step.container === undefined ? "exec" : `exec docker exec ${shellQuote(step.container)}`;
-    const run = s.interpreter === "python3" ? `python3 -c "$c"` : `${s.interpreter} -c "$c" ${name}`;
-    const boot = `c=$(printf %s "$1" | base64 -d) && shift && ${exec} ${run} "$@"`;
     const args = step.args.length === 0 ? "" : shellQuote(` ${shellJoin(step.args)}`);
-    return `${shellQuote(`${shellJoin(["sh", "-c", boot, name])} `)}"$vcl_b64"${args}`;
+    return `${shellQuote(`${shellJoin(["sh", "-c", boot(s, exec), name])} `)}"$vcl_b64"${args}`;
+}
+
+/** The `sh -c` text that decodes the script from its first argument and runs it with the rest, through `exec`. */
+function boot(s: ScriptFile, exec: string): string {
+    const name = path.basename(s.name, path.extname(s.name));
+    const run = s.interpreter === "python3" ? `python3 -c "$c"` : `${s.interpreter} -c "$c" ${name}`;
+    return `c=$(printf %s "$1" | base64 -d) && shift && ${exec} ${run} "$@"`;
+}
+
+/**
+ * argv that runs a script of infra/scripts/ where no file of ours exists, as a container's entrypoint: the same
+ * boot as a remote step, the script as one base64 argument; its own arguments and the container's Cmd follow.
+ */
+export function shippedScriptArgv(name: string, args: readonly string[] = []): string[] {
+    const s = scriptFile(name);
+    return ["/bin/sh", "-c", boot(s, "exec"), path.basename(s.name, path.extname(s.name)), Buffer.from(s.text).toString("base64"), ...args];
 }
 
 /**

@@ -1,9 +1,8 @@
 /** The `vllm serve` command lines of both backends and the entrypoint that hands the server its key. */
 import { createHash } from "crypto";
-import * as fs from "fs";
-import * as path from "path";
 import type { ModelConfig, NodeConfig, ServeConfig } from "../config";
 import { API_KEY_CONTAINER_PATH, TLS_CERT_CONTAINER_PATH, TLS_KEY_CONTAINER_PATH, nodeEnv } from "./node";
+import { scriptFile, shippedScriptArgv } from "./remoteStep";
 
 /** Where the model is inside the container and the name it is served under. */
 export type ServedModel = Pick<ModelConfig, "containerPath" | "servedName">;
@@ -12,40 +11,17 @@ export type ServedModel = Pick<ModelConfig, "containerPath" | "servedName">;
 export const NO_API_KEY_EXIT = 78;
 
 /**
- * The key on every route but health, metrics and version (infra/scripts/vllm_cluster_guard.py): vLLM's own
- * --api-key leaves /invocations, /tokenize, /scale_elastic_ep and more open. Written into the container at start and
- * loaded with --middleware, so it works with any vLLM image.
+ * The serve container's entrypoint (infra/scripts/serve_entrypoint.sh, shipped by content): fails closed without a
+ * key file, and loads the guard (infra/scripts/vllm_cluster_guard.py, one base64 argument) with --middleware. The
+ * guard puts the key on every route but health, metrics and version: vLLM's own --api-key leaves /invocations,
+ * /tokenize, /scale_elastic_ep and more open. It works with any vLLM image; the key is in no process's environment.
  */
-export const GUARD_PY = fs.readFileSync(path.join(__dirname, "..", "scripts", "vllm_cluster_guard.py"), "utf8");
-const GUARD_EOF = "VLLM_CLUSTER_GUARD_PY";
-
-/**
- * Fails closed: without a readable, non-empty regular file at the key path (missing, a directory that a bind mount
- * made in its place, unreadable, empty) the server is never started. The key itself is in no process's environment
- * and on no command line: the guard reads it from the read-only mounted file. (vLLM copies its known variables,
- * VLLM_API_KEY among them, to every Ray worker, so an exported key would sit in process environments on hosts that
- * never serve and cross the fabric in Ray's RPC.) The guard's module goes to a fresh private directory, in the
- * container's own file system where the image's user can write there: never to a fixed path under /tmp, a host
- * directory that every container of the node shares.
- */
-export const SERVE_ENTRYPOINT = [
-    "/bin/sh",
-    "-c",
-    [
-        `f=${API_KEY_CONTAINER_PATH}`,
-        `k=`,
-        `if [ -f "$f" ] && [ -r "$f" ]; then k="$(cat "$f")"; fi`,
-        `if [ -z "$k" ]; then echo "vllm-serve: no API key in $f (missing, not a file, unreadable or empty); refusing to serve without one" >&2; exit ${NO_API_KEY_EXIT}; fi`,
-        `unset k`,
-        // a fresh private directory (a fixed path in a shared one is where someone else plants a module first)
-        `g=$(mktemp -d /run/vllm-cluster-guard.XXXXXX 2>/dev/null || mktemp -d) || exit 1`,
-        `cat > "$g/vllm_cluster_guard.py" <<'${GUARD_EOF}' || exit 1`,
-        GUARD_PY.trimEnd(),
-        GUARD_EOF,
-        `PYTHONPATH="$g\${PYTHONPATH:+:$PYTHONPATH}" VLLM_CLUSTER_API_KEY_FILE="$f" exec "$@" --middleware vllm_cluster_guard.RequireKey`,
-    ].join("\n"),
-    "vllm-serve",
-];
+export const SERVE_ENTRYPOINT = shippedScriptArgv("serve_entrypoint.sh", [
+    `key-file=${API_KEY_CONTAINER_PATH}`,
+    "guard-dir=/run/vllm-cluster-guard.XXXXXX",
+    `guard=${Buffer.from(scriptFile("vllm_cluster_guard.py").text).toString("base64")}`,
+    "--",
+]);
 
 /**
  * `vllm serve <model> --flag value ...`, each flag and value its own element; `distributed` (the executor backend

@@ -145,7 +145,7 @@ mkdir -p "$WORK"
 head -c 36 /dev/urandom | base64 | tr -d '\n/+=' >"$WORK/api-key"
 chmod 600 "$WORK/api-key"
 KEY="$(cat "$WORK/api-key")"
-# The fail-closed part of the entrypoint the program uses (infra/builders/vllm.ts SERVE_ENTRYPOINT): the key from the mounted file, never
+# The fail-closed part of the entrypoint the program uses (infra/scripts/serve_entrypoint.sh): the key from the mounted file, never
 # argv or env, and no server at all without it.
 ENTRY='f=/run/vllm-cluster/api-key; k=; if [ -f "$f" ] && [ -r "$f" ]; then k="$(cat "$f")"; fi; if [ -z "$k" ]; then echo "vllm-serve: no API key in $f (missing, not a file, unreadable or empty); refusing to serve without one" >&2; exit 78; fi; VLLM_API_KEY="$k" exec "$@"'
 serve() { # NAME PORT MODEL [KEYFILE]: a detached vllm serve container on spark-1

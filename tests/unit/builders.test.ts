@@ -6,6 +6,9 @@ import type { NodeConfig, ServeConfig } from "../../infra/config";
 import { imageEnsureScript, imageInspectScript } from "../../infra/builders/image";
 import { apiKeyFile, apiKeyHash, secretInstallStep } from "../../infra/builders/key";
 
+/** The API guard's module, as the serve container gets it. */
+const GUARD_PY = fs.readFileSync(path.join(__dirname, "..", "..", "infra", "scripts", "vllm_cluster_guard.py"), "utf8");
+
 /** argv of the API key's install step, run as a file on this machine. */
 const apiKeyInstall = (stateDir: string, node: string) => localStepArgv(secretInstallStep(apiKeyFile(stateDir, node)));
 import { containerLabels } from "../../infra/builders/labels";
@@ -25,7 +28,7 @@ import {
     sshCommand,
     sshOptions,
 } from "../../infra/builders/ssh";
-import { GUARD_PY, NO_API_KEY_EXIT, SERVE_ENTRYPOINT, joinFingerprint, nativeServeCommand, serveCommand } from "../../infra/builders/vllm";
+import { NO_API_KEY_EXIT, SERVE_ENTRYPOINT, joinFingerprint, nativeServeCommand, serveCommand } from "../../infra/builders/vllm";
 
 /** Where every container of a node keeps its compile caches (the node's cache directory is mounted there). */
 const CACHE_ENV = [
@@ -546,35 +549,40 @@ describe("vllm serve", () => {
         expect(joinFingerprint(["b", "a"])).not.toBe(fp);
     });
 
-    test("entrypoint: the key in no environment; the guard, in a fresh private directory, reads the key file", () => {
-        expect(SERVE_ENTRYPOINT[0]).toBe("/bin/sh");
-        expect(SERVE_ENTRYPOINT[3]).toBe("vllm-serve");
-        expect(SERVE_ENTRYPOINT[2]).not.toContain("VLLM_API_KEY");
+    /** The real entrypoint argv with the key file and guard directory moved under `dir`, then `cmd` as the Cmd. */
+    function entrypoint(dir: string, keyFile: string, cmd: string[]): string[] {
+        const argv = SERVE_ENTRYPOINT.map((a) =>
+            a.startsWith("key-file=") ? `key-file=${keyFile}` : a.startsWith("guard-dir=") ? `guard-dir=${dir}/guard.XXXXXX` : a,
+        );
+        expect(argv).not.toEqual(SERVE_ENTRYPOINT);
+        return [...argv, ...cmd];
+    }
+
+    test("entrypoint: infra/scripts/serve_entrypoint.sh shipped by content; the guard too, in a fresh private directory", () => {
+        const [sh, c, boot, name, script, ...args] = SERVE_ENTRYPOINT;
+        expect([sh, c, name]).toEqual(["/bin/sh", "-c", "serve_entrypoint"]);
+        expect(boot).not.toContain("VLLM_API_KEY");
+        expect(Buffer.from(script, "base64").toString()).toBe(scriptFile("serve_entrypoint.sh").text);
+        expect(args).toEqual([
+            "key-file=/run/vllm-cluster/api-key",
+            "guard-dir=/run/vllm-cluster-guard.XXXXXX",
+            `guard=${Buffer.from(GUARD_PY).toString("base64")}`,
+            "--",
+        ]);
+        expect(scriptFile("serve_entrypoint.sh").text).toContain(`exit ${NO_API_KEY_EXIT}`);
         // the entrypoint really passes the command through; the key stays in the file, whose path the guard gets
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ep-"));
-        const script = SERVE_ENTRYPOINT[2]
-            .replace("/run/vllm-cluster/api-key", path.join(dir, "k"))
-            .replaceAll("/run/vllm-cluster-guard.", `${dir}/guard.`);
         fs.writeFileSync(path.join(dir, "k"), "s3cret");
-        const r = spawnSync(
-            "/bin/sh",
-            [
-                "-c",
-                script,
-                "vllm-serve",
-                "sh",
-                "-c",
-                'printf "%s|%s|%s|%s|%s" "$(env | grep -c s3cret)" "$0" "$*" "$PYTHONPATH" "$VLLM_CLUSTER_API_KEY_FILE"',
-                "zero",
-            ],
-            { encoding: "utf8", env: { PATH: process.env.PATH } },
-        );
-        const [inEnv, zero, args, pythonPath, keyPath] = r.stdout.split("|");
-        expect([inEnv, zero, args, keyPath]).toEqual(["0", "zero", "--middleware vllm_cluster_guard.RequireKey", path.join(dir, "k")]);
+        const probe = 'printf "%s|%s|%s|%s|%s" "$(env | grep -c s3cret)" "$0" "$*" "$PYTHONPATH" "$VLLM_CLUSTER_API_KEY_FILE"';
+        const [cmd, ...rest] = entrypoint(dir, path.join(dir, "k"), ["sh", "-c", probe, "zero"]);
+        const r = spawnSync(cmd, rest, { encoding: "utf8", env: { PATH: process.env.PATH } });
+        expect(r.stderr).toBe("");
+        const [inEnv, zero, passed, pythonPath, keyPath] = r.stdout.split("|");
+        expect([inEnv, zero, passed, keyPath]).toEqual(["0", "zero", "--middleware vllm_cluster_guard.RequireKey", path.join(dir, "k")]);
         // a directory of its own, made by mktemp (0700), not a fixed path someone else could make first
         expect(pythonPath).toMatch(new RegExp(`^${dir}/guard\\.[A-Za-z0-9]{6}$`));
         expect(fs.statSync(pythonPath).mode & 0o777).toBe(0o700);
-        expect(fs.readFileSync(path.join(pythonPath, "vllm_cluster_guard.py"), "utf8")).toBe(GUARD_PY.trimEnd() + "\n");
+        expect(fs.readFileSync(path.join(pythonPath, "vllm_cluster_guard.py"), "utf8")).toBe(GUARD_PY);
         fs.rmSync(dir, { recursive: true });
     });
 
@@ -587,10 +595,8 @@ describe("vllm serve", () => {
         const keyFile = path.join(dir, "k");
         make(keyFile);
         const ran = path.join(dir, "ran");
-        const script = SERVE_ENTRYPOINT[2]
-            .replace("/run/vllm-cluster/api-key", keyFile)
-            .replaceAll("/run/vllm-cluster-guard.", `${dir}/guard.`);
-        const r = spawnSync("/bin/sh", ["-c", script, "vllm-serve", "sh", "-c", `touch ${ran}`], { encoding: "utf8" });
+        const [cmd, ...rest] = entrypoint(dir, keyFile, ["sh", "-c", `touch ${ran}`]);
+        const r = spawnSync(cmd, rest, { encoding: "utf8" });
         expect(r.status).toBe(NO_API_KEY_EXIT);
         expect(r.stderr).toContain(`vllm-serve: no API key in ${keyFile}`);
         expect(r.stderr).toContain("refusing to serve without one");
