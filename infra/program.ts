@@ -10,12 +10,13 @@ import { SparkNode } from "../components/sparkNode";
 import { ContainerInput } from "./builders/containers";
 import { dashboardTunnelHint } from "./builders/ray";
 import { nativeRankContainerArgs, serveContainerArgs } from "./builders/serveContainers";
-import { remoteScriptCommand, sshTargetOf } from "./builders/ssh";
+import { remoteStepCommand } from "./builders/remoteStep";
+import { sshTargetOf } from "./builders/ssh";
 import { joinFingerprint } from "./builders/vllm";
 import { rayTokenFile, secretFileCommands, secretHash } from "./builders/key";
 import { KeyFile } from "./providers/keyFile";
 import { Roster } from "./providers/roster";
-import { stackContainersRemoveScript } from "./builders/node";
+import { stackContainersRemoveStep } from "./builders/node";
 import { ClusterConfig, NO_SECRET_CONFIG, NodeConfig, SecretConfig } from "./config";
 import { PortSettings, nodePorts, portNumbers } from "./contract";
 import type { ServeTls } from "./tls";
@@ -80,7 +81,7 @@ function stackRoster(cfg: ClusterConfig, stack: string, host: (name: string) => 
     return new Roster("roster", {
         members: cfg.nodes.map((n) => ({
             name: n.name,
-            evictScript: remoteScriptCommand(host(n.name).ssh, `clearing node ${n.name}`, stackContainersRemoveScript(stack)),
+            evictScript: remoteStepCommand(host(n.name).ssh, stackContainersRemoveStep(n.name, stack)),
         })),
     });
 }

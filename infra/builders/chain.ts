@@ -12,6 +12,7 @@
  * shipped with the command.
  */
 import { shellJoin, shellQuote, shellPath } from "./quote";
+import { scriptFile } from "./remoteStep";
 import { OWN_CONNECTION, SshTarget, sshArgv } from "./ssh";
 
 /** One host in the chain and the known_hosts lines (from the operator's file) that authenticate it. */
@@ -34,64 +35,24 @@ export function knownHostsLookupScript(t: SshTarget): string {
     return `ssh-keygen -F ${shellQuote(knownHostsName(t))} -f ${shellPath(t.knownHostsFile)} | grep -v '^#' || true`;
 }
 
-/** What a chain carries: the shell commands at its two ends. */
-export interface HopSteps {
-    /** Writes the stream to stdout on the source host; `$what` is the source's argument, `$d` a private temp dir. */
-    save: string;
-    /** Consumes the stream from stdin on a host that needs it; what it prints is shown prefixed with the node. */
-    load: string;
-    /** How a failed `load` is named in the error ("docker load"). */
-    loadName: string;
-    /** Runs on the source host before `save` and before any connection to the next host; its failure ends the copy. */
-    check?: string;
-}
+/**
+ * The one script every host in the chain runs (infra/scripts/chain_hop.bash): a host's part is chosen by its
+ * arguments, so nothing is quoted inside quotes and the command stays small however long the chain.
+ */
+export const HOP_SCRIPT = scriptFile("chain_hop.bash").text;
 
 /**
- * The one script every host in the chain runs (a host's part is chosen by its arguments, so nothing is quoted inside
- * quotes and the command stays small however long the chain):
- *   HOP save WHAT NEXT...   runs `check`, then `save` into the next host (the source host)
- *   HOP load NODE NEXT...   runs `load` on the stream and, when hosts follow, forwards the same bytes at the same time
- * HOP is this script base64-encoded (handed on to the next host); NEXT is, per following host: its node name,
- * user@address, ssh port and known_hosts lines (base64). The next host's key is checked against those lines only,
- * with the key from the forwarded agent. `tee -p` keeps feeding the rest of the chain if this host's load fails,
- * and this host's load going on if the rest fails; the operator then verifies what every host holds.
+ * What a chain carries: the text of the script that defines its two ends (save, load, optionally check, and
+ * load_name; see chain_hop.bash) and their argument (`$arg` there).
  */
-export function hopScript(steps: HopSteps): string {
-    const check = steps.check ? `\n  { ${steps.check}; } || exit` : "";
-    return `set -uo pipefail
-self=$1 mode=$2 what=$3
-shift 3
-d=$(mktemp -d) || exit 1
-trap 'rm -rf "$d"' EXIT
-save() { ${steps.save}; }
-load() { ${steps.load}; }
-forward() {
-  local node=$1 dest=$2 port=$3
-  printf %s "$4" | base64 -d >"$d/known_hosts" || exit 1
-  shift 4
-  ssh -A -F none -o "UserKnownHostsFile=$d/known_hosts" -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes \\
-    -o BatchMode=yes -o ConnectTimeout=10 -p "$port" -- "$dest" \\
-    "bash -c 'eval \\"\\$(printf %s \\"\\$1\\" | base64 -d)\\"' hop $self load $node $*"
+export interface ChainEnds {
+    script: string;
+    arg: string;
 }
-if [ "$mode" = save ]; then${check}
-  save | forward "$@"
-  exit
-fi
-if [ $# -eq 0 ]; then
-  load 2>&1 | sed "s/^/[$what] /" >&2
-  exit
-fi
-mkfifo "$d/stream" || exit 1
-load <"$d/stream" >"$d/load.log" 2>&1 &
-loading=$!
-tee -p "$d/stream" | forward "$@"
-fwd=$?
-wait "$loading"
-rc=$?
-sed "s/^/[$what] /" "$d/load.log" >&2
-if [ "$rc" -ne 0 ]; then echo "${steps.loadName} failed on node $what (exit $rc)" >&2; exit 1; fi
-exit "$fwd"
-`;
+
+/** The ends from scripts of infra/scripts/ (libraries first), and their argument. */
+export function chainEnds(names: readonly string[], arg = ""): ChainEnds {
+    return { script: names.map((n) => scriptFile(n).text).join(""), arg };
 }
 
 /** NEXT arguments of a hop script for these hosts. */
@@ -105,11 +66,21 @@ function nextArgs(hops: ChainHop[]): string[] {
 }
 
 /**
- * The operator's ssh into the chain's first host, with the agent forwarded, running `hop` as that host's part:
+ * The operator's ssh into the chain's first host, with the agent forwarded, running the hop as that host's part:
  * `save WHAT` on the source host, or `load NODE` on the first host to fill; `hops` follow it in order.
  */
-export function hopSsh(t: SshTarget, hop: string, part: ["save" | "load", string], hops: ChainHop[]): string {
-    const remote = ["bash", "-c", 'eval "$(printf %s "$1" | base64 -d)"', "hop", Buffer.from(hop).toString("base64"), ...part];
+export function hopSsh(t: SshTarget, ends: ChainEnds, part: ["save" | "load", string], hops: ChainHop[]): string {
+    const b64 = (text: string) => Buffer.from(text).toString("base64");
+    const remote = [
+        "bash",
+        "-c",
+        'eval "$(printf %s "$1" | base64 -d)"',
+        "hop",
+        b64(HOP_SCRIPT),
+        b64(ends.script),
+        b64(`x${ends.arg}x`),
+        ...part,
+    ];
     const [ssh, ...rest] = sshArgv(t, [...remote, ...nextArgs(hops)]);
     return shellJoin([ssh, "-A", ...OWN_CONNECTION, ...rest]);
 }

@@ -3,15 +3,15 @@
  * image, which loads it and forwards the same bytes to the next one while it loads, and so on. With the image on a
  * host, no image byte passes through the operator; with it on the operator's engine, the operator feeds the chain.
  */
-import { ChainHop, chainAgentScript, hopScript, hopSsh } from "./chain";
+import { ChainHop, chainAgentScript, chainEnds, hopSsh } from "./chain";
 import { shellJoin } from "./quote";
 import type { SshTarget } from "./ssh";
 
 /** Where the chain starts: a host holding the image, or the operator's own engine. */
 export type ChainSource = { kind: "host"; node: string; target: SshTarget } | { kind: "local" };
 
-/** The hop script of the image chain: `save REF` on the source host, `load NODE` on each host that lacks it. */
-export const HOP_SCRIPT = hopScript({ save: 'docker save "$what"', load: "docker load", loadName: "docker load" });
+/** The ends of the image chain (infra/scripts/image_ends.bash): `save REF` on the source host, `load NODE` on each host that lacks it. */
+export const IMAGE_ENDS = chainEnds(["image_ends.bash"]);
 
 /**
  * The operator's bash script for one chain copy of `ref` to `hops` (in order): starts a private ssh-agent holding
@@ -25,9 +25,9 @@ export function chainCopyScript(source: ChainSource, ref: string, hops: ChainHop
     const path = [...(source.kind === "host" ? [source.target] : []), ...hops.map((h) => h.target)];
     const agent = chainAgentScript(key, path, "a key with a passphrase needs image.distribution=relay");
     if (source.kind === "host") {
-        return [...agent, hopSsh(source.target, HOP_SCRIPT, ["save", ref], hops)].join("\n");
+        return [...agent, hopSsh(source.target, IMAGE_ENDS, ["save", ref], hops)].join("\n");
     }
     const [first, ...rest] = hops;
-    const ssh = hopSsh(first.target, HOP_SCRIPT, ["load", first.node], rest);
+    const ssh = hopSsh(first.target, IMAGE_ENDS, ["load", first.node], rest);
     return [...agent, `${shellJoin(["docker", "save", ref])} | ${ssh}`].join("\n");
 }

@@ -16,9 +16,9 @@
  * of the last file to land instead of hashing the model again.
  */
 import { createHash } from "crypto";
-import { ChainHop, chainAgentScript, hopScript, hopSsh } from "./chain";
-import { shellQuote } from "./quote";
-import { SshTarget, USER_CACHE_DIR, remoteScriptCommand } from "./ssh";
+import { ChainEnds, ChainHop, chainAgentScript, chainEnds, hopSsh } from "./chain";
+import { RemoteStep, remoteStepCommand } from "./remoteStep";
+import type { SshTarget } from "./ssh";
 
 /** The first line a manifest script prints when the model directory is not there. */
 const ABSENT = "absent";
@@ -26,125 +26,33 @@ const ABSENT = "absent";
 /** Base64 characters of the file list one chain copy carries: it is an argument of the hop's ssh command line. */
 export const FILE_LIST_MAX_CHARS = 64 * 1024;
 
-/** Runs the command that follows once per NUL-separated argument from stdin, as many at once as there are cores. */
-const ON_EVERY_CORE = 'xargs -0r -n 1 -P "$(nproc)"';
-
 /** How many differing paths an error names per host. */
 const PATHS_SHOWN = 5;
 
 /**
  * A file's identity and times as `find -L` prints them (device, inode, size, modification and change time in
- * nanoseconds, then its path from the model directory, `./` first): equal strings mean the file was not written,
- * replaced or touched in between.
+ * nanoseconds, then its path from the model directory, `./` first): model_lib.bash's FILE_STAMP, by which the
+ * check after a copy trusts a hash made as the file landed.
  */
 export const FILE_STAMP = "%D:%i:%s:%T@:%C@ %p";
 
 /**
- * Shell lines that set `landed` to the directory where a member keeps the hashes of files it unpacked into the model
- * directory `dir` (shell syntax): in the user's cache, named after the model directory's device and inode, so it
- * belongs to that directory on that host. `fail` is what runs when the directory cannot be looked at.
+ * The step that prints a host's manifest of `hostPath` (infra/scripts/model_manifest.bash): a first line `present
+ * <total bytes>`, then the manifest, or the single line `absent`. `landed`: the manifest after a copy, which takes
+ * the hashes made as the files landed for files not touched since.
  */
-function landedDirLines(dir: string, fail: string): string[] {
-    return [`landed_id=$(stat -L -c %d-%i ${dir}) || ${fail}`, `landed="${USER_CACHE_DIR}/landed/$landed_id"`];
+export function modelManifestStep(node: string, hostPath: string, landed = false): RemoteStep {
+    return {
+        what: `model manifest of ${hostPath} on node ${node}`,
+        script: "model_manifest.bash",
+        libs: ["model_lib.bash"],
+        args: [`dir=${hostPath}`, ...(landed ? ["landed=yes"] : [])],
+    };
 }
 
-/**
- * What a member runs while tar unpacks (tar -v prints each file's name as it starts on it, so a name's successor, or
- * the end of the list, means tar has closed that file): for each finished file, its stamp, its sha256sum line, and
- * its stamp again; when both stamps agree, a record `stamp NUL line NUL` in a file of its own under `$landed`. Names
- * tar prints escaped (with a backslash) are left to the manifest. Never fails the load: a file without a record is
- * hashed by the manifest after the copy.
- */
-function landedHashing(): string {
-    const one = [
-        "f=$2",
-        "case $f in *\\\\*) exit 0 ;; esac",
-        `s=$(find -L "./$f" -maxdepth 0 -type f -printf '${FILE_STAMP}') && [ -n "$s" ] || exit 0`,
-        'h=$(sha256sum -- "$f") || exit 0',
-        `[ "$(find -L "./$f" -maxdepth 0 -type f -printf '${FILE_STAMP}')" = "$s" ] || exit 0`,
-        'r=$(mktemp "$1/r.XXXXXX") && printf \'%s\\0%s\\0\' "$s" "$h" >"$r"',
-    ].join("; ");
-    return [
-        "{ prev=; while IFS= read -r n; do",
-        '  if [ -n "$prev" ]; then printf \'%s\\0\' "$prev"; fi; prev=$n;',
-        'done; if [ -n "$prev" ]; then printf \'%s\\0\' "$prev"; fi; }',
-        `| ${ON_EVERY_CORE} bash -c ${shellQuote(one)} landed "$landed"`,
-        "|| true",
-    ].join(" ");
-}
-
-/**
- * Shell lines, run in the model directory, that print one line per symbolic link (reached from it, links followed)
- * whose target lies outside it, then exit `code`: links are followed when hashing and packing, so such a link would
- * copy a file from elsewhere on the source (a key, a password file) to every host. In a Hugging Face cache snapshot
- * (`.../snapshots/<rev>`) the links into the repository's `blobs/` are its own files and allowed. `where` is the
- * directory as the message names it.
- */
-function outsideLinksLines(where: string, code: number): string[] {
-    return [
-        "root=$(pwd -P) || exit 1",
-        'blobs="$root"',
-        'if [ "$(basename "$(dirname "$root")")" = snapshots ]; then blobs="$(dirname "$(dirname "$root")")/blobs"; fi',
-        "outside=0",
-        "while IFS= read -r -d '' f; do",
-        '  [ -L "$f" ] || continue',
-        '  t=$(realpath -e -- "$f") || continue',
-        '  case "$t/" in "$root"/* | "$blobs"/*) ;; *)',
-        `    echo "symbolic link ${where}/\${f#./} leads outside the model directory (to $t)" >&2; outside=1 ;;`,
-        "  esac",
-        "done < <(find -L . -mindepth 1 -print0)",
-        `[ "$outside" = 0 ] || exit ${code}`,
-    ];
-}
-
-/**
- * The script that prints a host's manifest of `hostPath`: a first line `present <total bytes>`, then the manifest,
- * or the single line `absent` when there is no such directory. A link whose target is missing (with `find -L`,
- * `-type l` matches only those) fails it, naming every such link: the file behind it cannot be checked or sent.
- * With `landed` (the manifest after a copy), files hashed as they landed and not touched since (same stamp) take
- * that hash, and the records are removed; every other manifest hashes every file.
- */
-export function modelManifestScript(hostPath: string, landed = false): string {
-    // every core hashes (a 100 GB model is minutes on one), one file per sha256sum so each line is one atomic write
-    // into the shared pipe; parseManifest puts the lines in path order
-    const hashAll = `find -L . -type f -printf '%P\\0' | ${ON_EVERY_CORE} sha256sum --`;
-    const hashUnrecorded = [
-        ...landedDirLines(".", "exit 1"),
-        "declare -A sums=()",
-        'for r in "$landed"/r.*; do',
-        '  [ -f "$r" ] || continue',
-        "  { IFS= read -r -d '' k && IFS= read -r -d '' v && sums[$k]=$v; } <\"$r\"",
-        "done",
-        'rm -rf "$landed"',
-        // the files without a record that still matches, NUL-separated, for the hashers
-        "todo=$(mktemp) || exit 1",
-        "trap 'rm -f \"$todo\"' EXIT",
-        `find -L . -type f -printf '${FILE_STAMP}\\0' | while IFS= read -r -d '' e; do`,
-        '  if [ -n "${sums[$e]+set}" ]; then printf \'%s\\n\' "${sums[$e]}"; else printf \'%s\\0\' "${e#* ./}" >>"$todo"; fi',
-        "done || exit 1",
-        `${ON_EVERY_CORE} sha256sum -- <"$todo"`,
-    ];
-    return [
-        "set -uo pipefail",
-        `p=${shellQuote(hostPath)}`,
-        `if [ ! -d "$p" ]; then echo ${ABSENT}; exit 0; fi`,
-        'cd "$p" || exit 1',
-        "broken=$(find -L . -type l -printf '%P\\n') || exit 1",
-        'if [ -n "$broken" ]; then',
-        '  while IFS= read -r l; do echo "broken symbolic link $p/$l (its target is missing)" >&2; done <<<"$broken"',
-        "  exit 3",
-        "fi",
-        ...outsideLinksLines("$p", 3),
-        "bytes=$(find -L . -type f -printf '%s\\n' | awk '{ s += $1 } END { printf \"%d\", s }') || exit 1",
-        'echo "present $bytes"',
-        ...(landed ? hashUnrecorded : [hashAll]),
-    ].join("\n");
-}
-
-/** The local command line that prints `node`'s manifest of `hostPath` over ssh (`landed`: see modelManifestScript). */
+/** The local command line that prints `node`'s manifest of `hostPath` over ssh (`landed`: see modelManifestStep). */
 export function modelManifestCommand(t: SshTarget, node: string, hostPath: string, landed = false): string {
-    const what = `model manifest of ${hostPath} on node ${node}`;
-    return remoteScriptCommand(t, what, modelManifestScript(hostPath, landed), "bash");
+    return remoteStepCommand(t, modelManifestStep(node, hostPath, landed));
 }
 
 /** One host's manifest of the model directory. */
@@ -163,7 +71,7 @@ function unescapeName(name: string): string {
     return name.replace(/\\(.)/g, (_, c: string) => (c === "n" ? "\n" : c === "r" ? "\r" : c));
 }
 
-/** Reads what modelManifestScript printed; throws on anything else (the caller names the host). */
+/** Reads what the manifest step printed; throws on anything else (the caller names the host). */
 export function parseManifest(stdout: string): Manifest {
     const [head, ...lines] = stdout.split("\n");
     if (head === ABSENT) {
@@ -230,44 +138,18 @@ export function fileBatches(files: string[]): string[][] {
     return batches;
 }
 
-/**
- * How members unpack: files owned by the login user with its umask's modes, whatever owners and modes (set-user-ID
- * bits included) the source's files carry.
- */
-const UNPACK = "--no-same-owner --no-same-permissions";
-
 /** The `save` argument that sends every file of the source's directory, listed when the stream starts. */
 export const ALL_FILES = "all";
 
 /**
- * The hop script of the model chain, the directory written into it: `save FILES` on the source (FILES: the paths,
- * NUL-separated, base64, or ALL_FILES) packs them with links followed, `load NODE` unpacks into the directory on each
- * host (UNPACK). The source refuses before any connection when the directory is missing, holds no file, a broken
- * link or a link that leads outside it (outsideLinksLines).
+ * The ends of the model chain (infra/scripts/model_ends.bash, model_lib.bash in front), the directory their argument:
+ * `save FILES` on the source (FILES: the paths, NUL-separated, base64, or ALL_FILES) packs them with links followed,
+ * `load NODE` unpacks into the directory on each host, owned by the login user whatever the source's owners and
+ * modes. The source refuses before any connection when the directory is missing, holds no file, a broken link or a
+ * link that leads outside it.
  */
-export function modelHopScript(hostPath: string): string {
-    const p = shellQuote(hostPath);
-    const list = `if [ "$what" = ${ALL_FILES} ]; then (cd ${p} && find -L . -type f -printf '%P\\0'); else printf %s "$what" | base64 -d; fi`;
-    return hopScript({
-        check: [
-            `[ -d ${p} ] || { echo "no model directory on the source" >&2; exit 2; }`,
-            `[ -z "$(find -L ${p} -type l -print -quit)" ] || { echo "broken symbolic link under the model directory" >&2; exit 3; }`,
-            `[ -n "$(find -L ${p} -type f -print -quit)" ] || { echo "no file under the model directory" >&2; exit 2; }`,
-            `(cd ${p} && {\n${outsideLinksLines(p, 3).join("\n")}\n})`,
-        ].join("; "),
-        save: `{ ${list}; } >"$d/files" && tar -C ${p} -chf - --null -T "$d/files"`,
-        load: [
-            `mkdir -p ${p} || return 1`,
-            ...landedDirLines(p, "return 1"),
-            // without a place for the records (no writable cache), the check after the copy hashes every file
-            'if rm -rf "$landed" && mkdir -p -m 700 "$landed"; then',
-            `  tar -C ${p} ${UNPACK} -xvf - | (cd ${p} && ${landedHashing()})`,
-            "else",
-            `  tar -C ${p} ${UNPACK} -xf -`,
-            "fi",
-        ].join("\n"),
-        loadName: "unpacking the model",
-    });
+export function modelEnds(hostPath: string): ChainEnds {
+    return chainEnds(["model_lib.bash", "model_ends.bash"], hostPath);
 }
 
 /**
@@ -288,5 +170,5 @@ export function modelChainCopyScript(
     const list = files === ALL_FILES ? ALL_FILES : Buffer.from(files.map((f) => `${f}\0`).join("")).toString("base64");
     const path = [source, ...hops.map((h) => h.target)];
     const agent = chainAgentScript(key, path, "the model chain needs a key without a passphrase");
-    return [...agent, hopSsh(source, modelHopScript(hostPath), ["save", list], hops)].join("\n");
+    return [...agent, hopSsh(source, modelEnds(hostPath), ["save", list], hops)].join("\n");
 }

@@ -1,7 +1,7 @@
 /** Facts about one node every container builder needs: its host paths and the environment of its containers. */
 import type { NodeConfig } from "../config";
 import { LABEL } from "../contract";
-import { shellQuote } from "./quote";
+import type { RemoteStep } from "./remoteStep";
 
 /** Where the serve container sees the API key file (bind-mounted read-only). */
 export const API_KEY_CONTAINER_PATH = "/run/vllm-cluster/api-key";
@@ -89,7 +89,7 @@ export function nodeEnv(n: NodeConfig): string[] {
     return env;
 }
 
-/** Removes every container of `stack` from the host it runs on (the Roster's eviction of a host leaving the stack). */
-export function stackContainersRemoveScript(stack: string): string {
-    return `ids=$(docker ps -aq --filter ${shellQuote(`label=${LABEL.stack}=${stack}`)}); [ -z "$ids" ] || docker rm -f $ids >/dev/null`;
+/** The step that removes every container of `stack` from node `node` (the Roster's eviction of a host leaving the stack). */
+export function stackContainersRemoveStep(node: string, stack: string): RemoteStep {
+    return { what: `clearing node ${node}`, script: "remove_stack_containers.sh", args: [`label=${LABEL.stack}`, `stack=${stack}`] };
 }

@@ -20,6 +20,8 @@ export interface RemoteStep {
     args: readonly string[];
     /** Run inside this container of the host (`docker exec`) instead of on the host itself. */
     container?: string;
+    /** Scripts of infra/scripts/ shipped in front of it (functions it calls), in order. */
+    libs?: readonly string[];
 }
 
 /** The directory of the scripts, where this module finds them. */
@@ -36,12 +38,13 @@ export interface ScriptFile {
     text: string;
 }
 
-const loaded = new Map<string, ScriptFile>();
+/** Scripts read so far, by name (a plain object: a dynamic provider's serialized code carries it with its entries). */
+const loaded: Record<string, ScriptFile> = {};
 
 /** Reads a script of infra/scripts/ once: a name that is not a plain file name there is a programming error. */
 export function scriptFile(name: string): ScriptFile {
-    const cached = loaded.get(name);
-    if (cached) {
+    const cached = loaded[name];
+    if (cached !== undefined) {
         return cached;
     }
     const interpreter = INTERPRETERS[path.extname(name)];
@@ -51,25 +54,28 @@ export function scriptFile(name: string): ScriptFile {
     const file = path.join(SCRIPTS_DIR, name);
     const text = fs.readFileSync(file, "utf8");
     const s = { name, file, interpreter, sha256: createHash("sha256").update(text).digest("hex"), text };
-    loaded.set(name, s);
+    loaded[name] = s;
     return s;
 }
 
 /**
- * Local shell lines that load the step's script into `$vcl_b64` (base64, one word): from its file, by a path
- * relative to where the command runs (the engine runs programs and providers in the same directory, so the
- * recorded command is the same in every checkout), failing loudly when the file is missing or is not the script the
- * step was planned with.
+ * Local shell lines that load the step's script, its libraries in front, into `$vcl_b64` (base64, one word): from
+ * their files, by paths relative to where the command runs (the engine runs programs and providers in the same
+ * directory, so the recorded command is the same in every checkout), failing loudly when a file is missing or is
+ * not the one the step was planned with.
  */
-function loadLines(step: RemoteStep, s: ScriptFile): string[] {
-    const rel = path.relative(process.cwd(), s.file) || s.name;
-    const stale = `${step.what}: ${rel} (run from $(pwd)) is missing or not the script this step was planned with (sha256 ${s.sha256}); run pulumi from the same checkout`;
-    return [
-        `vcl_script=${shellQuote(rel)}`,
-        `vcl_sha256=${s.sha256}`,
-        `if ! [ -f "$vcl_script" ] || [ "$({ sha256sum 2>/dev/null || shasum -a 256; } < "$vcl_script" | cut -c1-64)" != "$vcl_sha256" ]; then echo "${stale}" >&2; exit 1; fi`,
-        `vcl_b64=$(base64 < "$vcl_script" | tr -d '\\n') || exit 1`,
-    ];
+function loadLines(step: RemoteStep, files: ScriptFile[]): string[] {
+    const lines: string[] = [];
+    const rels = files.map((s) => path.relative(process.cwd(), s.file) || s.name);
+    files.forEach((s, i) => {
+        const stale = `${step.what}: ${rels[i]} (run from $(pwd)) is missing or not the script this step was planned with (sha256 ${s.sha256}); run pulumi from the same checkout`;
+        lines.push(
+            `vcl_script=${shellQuote(rels[i])}`,
+            `vcl_sha256=${s.sha256}`,
+            `if ! [ -f "$vcl_script" ] || [ "$({ sha256sum 2>/dev/null || shasum -a 256; } < "$vcl_script" | cut -c1-64)" != "$vcl_sha256" ]; then echo "${stale}" >&2; exit 1; fi`,
+        );
+    });
+    return [...lines, `vcl_b64=$(cat ${rels.map(shellQuote).join(" ")} | base64 | tr -d '\\n') || exit 1`];
 }
 
 /**
@@ -109,7 +115,7 @@ export function remoteStepCommand(t: SshTarget, step: RemoteStep): string {
     const s = scriptFile(step.script);
     const where = `${t.user}@${t.host}:${t.port}`;
     return [
-        ...loadLines(step, s),
+        ...loadLines(step, [...(step.libs ?? []).map(scriptFile), s]),
         sshCommandLine(t, remoteWord(step, s)),
         `rc=$?`,
         `if [ "$rc" -eq 255 ]; then echo ${shellQuote(`${step.what}: ssh to ${where} failed (unreachable host, key or known_hosts entry)`)} >&2; fi`,
@@ -120,5 +126,10 @@ export function remoteStepCommand(t: SshTarget, step: RemoteStep): string {
 /** argv that runs the step's script on this machine, as the host would (for tests of the scripts as files). */
 export function localStepArgv(step: RemoteStep): string[] {
     const s = scriptFile(step.script);
-    return s.interpreter === "python3" ? ["python3", s.file, ...step.args] : [s.interpreter, s.file, ...step.args];
+    if (step.libs !== undefined && step.libs.length > 0) {
+        // the libraries in front, as the host gets them
+        const text = [...step.libs.map((l) => scriptFile(l).text), s.text].join("");
+        return [s.interpreter, "-c", text, path.basename(s.name, path.extname(s.name)), ...step.args];
+    }
+    return [s.interpreter, s.file, ...step.args];
 }

@@ -122,18 +122,3 @@ export function sshCommandLine(t: SshTarget, remoteWord: string, shared = true):
         `${words.join(" ")}; }`,
     ].join(" ");
 }
-
-/**
- * A local shell command line that runs `script` on the target under `sh -c` (or `bash -c`), independent of the
- * remote user's login shell. When ssh itself fails (exit 255) the message names the step and the host.
- */
-export function remoteScriptCommand(t: SshTarget, step: string, script: string, shell: "sh" | "bash" = "sh"): string {
-    const ssh = sshCommand(t, [shell, "-c", script]);
-    const where = `${t.user}@${t.host}:${t.port}`;
-    return [
-        `${ssh}`,
-        `rc=$?`,
-        `if [ "$rc" -eq 255 ]; then echo ${shellQuote(`${step}: ssh to ${where} failed (unreachable host, key or known_hosts entry)`)} >&2; fi`,
-        `exit "$rc"`,
-    ].join("\n");
-}

@@ -10,7 +10,8 @@ import { execFileSync, spawnSync } from "child_process";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
-import { ChainHop } from "../../infra/builders/chain";
+import { ChainHop, HOP_SCRIPT } from "../../infra/builders/chain";
+import { localStepArgv, scriptFile } from "../../infra/builders/remoteStep";
 import {
     ALL_FILES,
     FILE_LIST_MAX_CHARS,
@@ -19,8 +20,8 @@ import {
     filesToSend,
     manifestDifferences,
     modelChainCopyScript,
-    modelHopScript,
-    modelManifestScript,
+    modelEnds,
+    modelManifestStep,
     parseManifest,
 } from "../../infra/builders/modelChain";
 import type { SshTarget } from "../../infra/builders/ssh";
@@ -111,12 +112,14 @@ type Outs = { digest: string; files: number; bytes: number; digests: Record<stri
 
 test("the scripts are valid bash; the file list travels base64 in the command line", () => {
     const h = (i: number): ChainHop => ({ ...member(i), knownHosts: [`${target(i).host} ${hostKey(i)}`] });
-    execFileSync("bash", ["-n", "-c", modelManifestScript(HOST_PATH)]);
-    execFileSync("bash", ["-n", "-c", modelHopScript(HOST_PATH)]);
+    execFileSync("bash", ["-n", "-c", localStepArgv(modelManifestStep(node(1), HOST_PATH))[2]]);
+    execFileSync("bash", ["-n", "-c", modelEnds(HOST_PATH).script]);
     const script = modelChainCopyScript(target(1), HOST_PATH, ["config.json", "a b"], [h(2), h(3)], target(2));
     execFileSync("bash", ["-n", "-c", script]);
     expect(script).toContain(Buffer.from("config.json\0a b\0").toString("base64"));
-    expect(modelHopScript(HOST_PATH)).toContain(`tar -C ${HOST_PATH} -chf - --null -T`);
+    expect(modelEnds(HOST_PATH)).toEqual({ script: expect.stringContaining('tar -C "$arg" -chf - --null -T') as string, arg: HOST_PATH });
+    // the stamps the landing records are made with are the ones the tests (and the program's docs) name
+    expect(scriptFile("model_lib.bash").text).toContain(`export FILE_STAMP='${FILE_STAMP}'`);
 });
 
 test("create copies source -> spark-2 -> spark-3 -> spark-4: the same checksums everywhere, links arrive as files", async () => {
@@ -223,7 +226,9 @@ test("the manifest after a copy takes a landed hash only while the file's stamp 
         fs.writeFileSync(path.join(landedDir(m), "r.1"), `${stampOf(m, "config.json")}\0${forged}  config.json\0`);
     };
     const manifest = (landed: boolean) =>
-        parseManifest(execFileSync("bash", ["-c", modelManifestScript(m, landed)], { encoding: "utf8", env: process.env })).files;
+        parseManifest(
+            execFileSync("bash", localStepArgv(modelManifestStep(node(2), m, landed)).slice(1), { encoding: "utf8", env: process.env }),
+        ).files;
     forge();
     // an ordinary manifest (before a copy, a refresh) hashes every file and leaves the records alone
     expect(manifest(false).get("config.json")).toBe(real["config.json"]);
@@ -352,7 +357,7 @@ test("a link on the source that leads outside the model directory fails naming i
 test("the source's own check refuses such a link too (a link made after the manifest): nothing is sent", () => {
     fs.mkdirSync(path.join(dir, "elsewhere"));
     fs.symlinkSync(path.join(dir, "elsewhere"), path.join(modelDir(1), "more"));
-    const hop = modelHopScript(HOST_PATH);
+    const b64 = (text: string) => Buffer.from(text).toString("base64");
     const kh = Buffer.from(`${target(2).host} ${hostKey(2)}\n`).toString("base64");
     const r = spawnSync(
         "bash",
@@ -361,9 +366,11 @@ test("the source's own check refuses such a link too (a link made after the mani
             'exec 9<"$1"; shift; exec bash -c "$@"',
             "run",
             hostDir(1),
-            hop,
+            HOP_SCRIPT,
             "hop",
             "self",
+            b64(modelEnds(HOST_PATH).script),
+            b64(`x${HOST_PATH}x`),
             "save",
             ALL_FILES,
             node(2),

@@ -202,7 +202,7 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
             .join(",");
         expect(probe.inputs.triggers).toEqual([head.id, ...cfg.workers.map((w) => get(run, `ray-worker-${w.name}-container`).id), roster]);
         expect(get(run, "roster").inputs.members).toEqual(
-            cfg.nodes.map((n) => ({ name: n.name, evictScript: expect.stringContaining(`label=vllm-cluster.stack=${stack}`) })),
+            cfg.nodes.map((n) => ({ name: n.name, evictScript: expect.stringContaining(` label=vllm-cluster.stack stack=${stack}'; }`) })),
         );
         const serve = get(run, "serve-container");
         // the key reaches the server as data: its hash in a label, so a new key replaces the server

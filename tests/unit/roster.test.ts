@@ -1,8 +1,10 @@
 /** The Roster provider: a host leaving the stack is cleared before anything that depends on the host list. */
+import { spawnSync } from "child_process";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
-import { stackContainersRemoveScript } from "../../infra/builders/node";
+import { stackContainersRemoveStep } from "../../infra/builders/node";
+import { localStepArgv } from "../../infra/builders/remoteStep";
 import { rosterProvider } from "../../infra/providers/roster";
 
 let dir: string;
@@ -45,8 +47,24 @@ test("a leaving host that ssh cannot reach is recorded, not fatal; any other fai
     ).rejects.toThrow(/clearing host bad, which left the stack, failed \(exit 1\)/);
 });
 
-test("the eviction script removes the stack's containers only, by label", () => {
-    const s = stackContainersRemoveScript("prod");
-    expect(s).toContain("docker ps -aq --filter label=vllm-cluster.stack=prod");
-    expect(s).toContain("docker rm -f $ids");
+test("the eviction step removes the stack's containers only, by label", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "vcl-evict-"));
+    // docker: `ps` lists two containers for the stack's label only, `rm -f` records what it removes
+    fs.writeFileSync(
+        path.join(dir, "docker"),
+        '#!/bin/sh\ncase "$*" in "ps -aq --filter label=vllm-cluster.stack=prod") printf "a1\\nb2\\n" ;; ps*) ;; "rm -f "*) echo "$*" >>"$RM_LOG" ;; *) exit 2 ;; esac\n',
+        { mode: 0o755 },
+    );
+    const log = path.join(dir, "rm.log");
+    const run = (stack: string) => {
+        const [sh, ...args] = localStepArgv(stackContainersRemoveStep("spark-2", stack));
+        return spawnSync(sh, args, { encoding: "utf8", env: { ...process.env, PATH: `${dir}:${process.env.PATH}`, RM_LOG: log } });
+    };
+    expect(run("prod").status).toBe(0);
+    expect(fs.readFileSync(log, "utf8")).toBe("rm -f a1 b2\n");
+    // another stack's name matches nothing: nothing is removed
+    fs.rmSync(log);
+    expect(run("dev").status).toBe(0);
+    expect(fs.existsSync(log)).toBe(false);
+    fs.rmSync(dir, { recursive: true });
 });
