@@ -276,6 +276,20 @@ test("the files to send: those some member lacks or holds with other content, on
     }
 });
 
+test("the longest hop command (a full file list, the hop and its ends) stays well under one argument's 128 KiB", () => {
+    const h = (i: number): ChainHop => ({ ...member(i), knownHosts: [`${target(i).host} ${hostKey(i)}`] });
+    const many = Array.from({ length: 5000 }, (_, i) => `model-${String(i).padStart(5, "0")}-of-05000.safetensors`);
+    const [batch] = fileBatches(many);
+    const ssh = modelChainCopyScript(target(1), HOST_PATH, batch, [h(2), h(3), h(4)], target(2))
+        .split("\n")
+        .pop()!;
+    // an ssh that prints the length of the remote command it was given (its last argument), what sshd hands to a shell
+    const r = spawnSync("sh", ["-c", `ssh() { for a; do last=$a; done; printf %s "\${#last}"; }; ${ssh}`], { encoding: "utf8" });
+    const length = Number(r.stdout);
+    expect(length).toBeGreaterThan(FILE_LIST_MAX_CHARS * 0.95);
+    expect(length).toBeLessThan(128 * 1024 - 16 * 1024);
+});
+
 test("a member that cannot unpack is named; the members after it still get the model", async () => {
     fs.mkdirSync(path.dirname(modelDir(3)), { recursive: true });
     fs.writeFileSync(modelDir(3), "not a directory");
