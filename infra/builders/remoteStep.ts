@@ -87,8 +87,15 @@ function loadLines(step: RemoteStep, files: ScriptFile[]): string[] {
 function remoteWord(step: RemoteStep, s: ScriptFile): string {
     const name = path.basename(s.name, path.extname(s.name));
     const exec = step.container === undefined ? "exec" : `exec docker exec ${shellQuote(step.container)}`;
-    const args = step.args.length === 0 ? "" : shellQuote(` ${shellJoin(step.args)}`);
-    return `${shellQuote(`${shellJoin(["sh", "-c", boot(s, exec), name])} `)}"$vcl_b64"${args}`;
+    return `${shellQuote(`${shellJoin(["sh", "-c", boot(s, exec), name])} `)}"$vcl_b64$vcl_args"`;
+}
+
+/**
+ * Local shell lines that collect the step's arguments, quoted for the host's shell, in `$vcl_args`: one line per
+ * argument, so a diff of the recorded command shows exactly the argument that changed (the CLI cuts long lines).
+ */
+function argLines(step: RemoteStep): string[] {
+    return ["vcl_args=", ...step.args.map((a) => `vcl_args="$vcl_args "${shellQuote(shellQuote(a))}`)];
 }
 
 /** The `sh -c` text that decodes the script from its first argument and runs it with the rest, through `exec`. */
@@ -116,6 +123,7 @@ export function remoteStepCommand(t: SshTarget, step: RemoteStep): string {
     const where = `${t.user}@${t.host}:${t.port}`;
     return [
         ...loadLines(step, [...(step.libs ?? []).map(scriptFile), s]),
+        ...argLines(step),
         sshCommandLine(t, remoteWord(step, s)),
         `rc=$?`,
         `if [ "$rc" -eq 255 ]; then echo ${shellQuote(`${step.what}: ssh to ${where} failed (unreachable host, key or known_hosts entry)`)} >&2; fi`,

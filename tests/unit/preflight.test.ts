@@ -69,7 +69,8 @@ describe("preflight", () => {
         // the recorded command names the script by its hash and carries the arguments, never the script's text
         const cmd = preflightCommand(target, sim, "/var/lib/vllm-cluster", []);
         expect(cmd).toContain(`vcl_sha256=${scriptFile("preflight.sh").sha256}`);
-        expect(cmd).toContain("node=spark-2 login=root@10.231.0.12");
+        // one line per argument, so a diff shows exactly the one that changed
+        expect(cmd).toContain('vcl_args="$vcl_args "node=spark-2\nvcl_args="$vcl_args "login=root@10.231.0.12\n');
         expect(cmd).not.toContain("docker version");
         expect(cmd).toMatchSnapshot();
     });

@@ -4,7 +4,11 @@ import { parseReport } from "../../components/clusterReady";
 import { parseFacts } from "../../components/sparkNode";
 import { ClusterConfig, validateConfig } from "../../infra/config";
 import { apiKeyHash, secretHash } from "../../infra/builders/key";
+import { shellQuote } from "../../infra/builders/quote";
 import { scriptFile } from "../../infra/builders/remoteStep";
+
+/** How a remote step's recorded command carries one argument: a line of its own. */
+const arg = (a: string) => `vcl_args="$vcl_args "${shellQuote(shellQuote(a))}`;
 import { SERVE_ENTRYPOINT, joinFingerprint } from "../../infra/builders/vllm";
 import { hostCheckProvider } from "../../infra/providers/hostCheck";
 import { keyFileProvider } from "../../infra/providers/keyFile";
@@ -119,9 +123,9 @@ function expectPreflightPortsMatchLabels(run: Run, cfg: ClusterConfig): void {
         const create = get(run, `${n.name}-preflight`).inputs.create as string;
         expect(create).toContain("vcl_script=infra/scripts/preflight.sh");
         if (ports.length === 0) {
-            expect(create).not.toContain(" ports=");
+            expect(create).not.toContain('"ports=');
         } else {
-            expect(create).toContain(` ports=${ports.join(",")} managed-label=vllm-cluster.managed`);
+            expect(create).toContain(`${arg(`ports=${ports.join(",")}`)}\n${arg("managed-label=vllm-cluster.managed")}\n`);
         }
     }
 }
@@ -172,7 +176,7 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
         const head = get(runs[stack], `${configs[stack].head.name}-preflight`).inputs.create as string;
         const r = configs[stack].ray;
         for (const port of [configs[stack].serve.port, r.gcsPort, r.dashboardPort, r.clientPort]) {
-            expect(head).toMatch(new RegExp(` ports=[0-9,]*\\b${port}\\b`));
+            expect(head).toMatch(new RegExp(`"ports=[0-9,]*\\b${port}\\b`));
         }
     });
 
@@ -202,7 +206,7 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
             .join(",");
         expect(probe.inputs.triggers).toEqual([head.id, ...cfg.workers.map((w) => get(run, `ray-worker-${w.name}-container`).id), roster]);
         expect(get(run, "roster").inputs.members).toEqual(
-            cfg.nodes.map((n) => ({ name: n.name, evictScript: expect.stringContaining(` label=vllm-cluster.stack stack=${stack}'; }`) })),
+            cfg.nodes.map((n) => ({ name: n.name, evictScript: expect.stringContaining(`${arg(`stack=${stack}`)}\n`) })),
         );
         const serve = get(run, "serve-container");
         // the key reaches the server as data: its hash in a label, so a new key replaces the server
@@ -237,8 +241,8 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
             "/run/vllm-cluster/tls-key.pem",
         ]);
         expect(run.resolved.endpoint).toBe(`https://${cfg.head.sshHost}:${cfg.serve.port}/v1`);
-        expect(get(run, "serve-readiness").inputs.waitScript).toContain(` port=${cfg.serve.port} `);
-        expect(get(run, "serve-readiness").inputs.waitScript).toMatch(/ tls=yes'; \}$/m);
+        expect(get(run, "serve-readiness").inputs.waitScript).toContain(`${arg(`port=${cfg.serve.port}`)}\n`);
+        expect(get(run, "serve-readiness").inputs.waitScript).toContain(`${arg("tls=yes")}\n`);
     });
 
     test("the source host's image check (and so the Ray head) does not wait for the chain; every other host's does", () => {
@@ -477,19 +481,20 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
 
     test("remote commands: preflight, probe, readiness", () => {
         const r = run();
-        expect(get(r, "spark-1-preflight").inputs.create).toContain(" gpu-runtime=nvidia gpus=1 ");
+        expect(get(r, "spark-1-preflight").inputs.create).toContain(`${arg("gpu-runtime=nvidia")}\n${arg("gpus=1")}\n`);
         const probe = get(r, "cluster-ready-probe").inputs;
         expect(probe.waitScript).toContain("docker exec vllm-ray-head python3 -c");
         // the refresh-time look is the same probe with no waiting
         expect(probe.checkScript).toBe((probe.waitScript as string).replace('"timeoutSeconds":300', '"timeoutSeconds":0'));
         const ready = get(r, "serve-readiness").inputs;
         expect(ready.waitScript).toContain(`vcl_sha256=${scriptFile("serve_readiness.bash").sha256}`);
-        expect(ready.waitScript).toContain(" timeout=1800 ");
-        expect(ready.checkScript).toContain(" timeout=20 ");
+        expect(ready.waitScript).toContain(`${arg("timeout=1800")}\n`);
+        expect(ready.checkScript).toContain(`${arg("timeout=20")}\n`);
         const keyFile = get(r, "serve-api-key-file").inputs;
-        expect(keyFile.removeScript).toMatch(/ remove file=\S+\/api-key'; \}$/m);
-        expect(keyFile.checkScript).toContain(" check '\\''kind=api key'\\'' file=");
-        expect(keyFile.checkScript).toMatch(/\/api-key'; \}$/m);
+        expect(keyFile.removeScript).toContain(`${arg("remove")}\n${arg(`file=${configs.spark.stateDir}/spark-1/api-key`)}\n`);
+        expect(keyFile.checkScript).toContain(
+            `${arg("check")}\n${arg("kind=api key")}\n${arg(`file=${configs.spark.stateDir}/spark-1/api-key`)}\n`,
+        );
         expect(keyFile.keyHash).toBe(apiKeyHash(MOCK_API_KEY));
     });
 });
@@ -806,7 +811,9 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
 
     test("preflight checks the host ports each rank labels: rank 0 serve + master port, other ranks none", () => {
         expectPreflightPortsMatchLabels(run, cfg);
-        expect(get(run, `${cfg.head.name}-preflight`).inputs.create).toContain(` ports=${cfg.serve.port},${cfg.native.masterPort} `);
+        expect(get(run, `${cfg.head.name}-preflight`).inputs.create).toContain(
+            `${arg(`ports=${cfg.serve.port},${cfg.native.masterPort}`)}\n`,
+        );
     });
 
     test("dependencies are data: rank 1 takes rank 0's container ID, readiness takes every rank's", () => {
