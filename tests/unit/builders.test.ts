@@ -2,15 +2,9 @@ import { spawnSync } from "child_process";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
-import type { NodeConfig, ServeConfig } from "../../infra/config";
+import type { ServeConfig } from "../../infra/config";
 import { imageEnsureScript, imageInspectScript } from "../../infra/builders/image";
 import { apiKeyFile, apiKeyHash, secretInstallStep } from "../../infra/builders/key";
-
-/** The API guard's module, as the serve container gets it. */
-const GUARD_PY = fs.readFileSync(path.join(__dirname, "..", "..", "infra", "scripts", "vllm_cluster_guard.py"), "utf8");
-
-/** argv of the API key's install step, run as a file on this machine. */
-const apiKeyInstall = (stateDir: string, node: string) => localStepArgv(secretInstallStep(apiKeyFile(stateDir, node)));
 import { containerLabels } from "../../infra/builders/labels";
 import { nodeEnv } from "../../infra/builders/node";
 import { shellJoin, shellPath, shellQuote } from "../../infra/builders/quote";
@@ -21,6 +15,13 @@ import { localStepArgv, scriptFile } from "../../infra/builders/remoteStep";
 import { shmSizeMb } from "../../infra/builders/containers";
 import { SHARED_SSH_PERSIST_S, SshTarget, dockerHostUrl, sshArgv, sshCommand, sshOptions } from "../../infra/builders/ssh";
 import { NO_API_KEY_EXIT, SERVE_ENTRYPOINT, joinFingerprint, nativeServeCommand, serveCommand } from "../../infra/builders/vllm";
+import { sim, spark1, target } from "./nodes";
+
+/** The API guard's module, as the serve container gets it. */
+const GUARD_PY = scriptFile("vllm_cluster_guard.py").text;
+
+/** argv of the API key's install step, run as a file on this machine. */
+const apiKeyInstall = (stateDir: string, node: string) => localStepArgv(secretInstallStep(apiKeyFile(stateDir, node)));
 
 /** Where every container of a node keeps its compile caches (the node's cache directory is mounted there). */
 const CACHE_ENV = [
@@ -29,39 +30,6 @@ const CACHE_ENV = [
     "TRITON_CACHE_DIR=/var/cache/vllm-cluster/triton",
     "CUDA_CACHE_PATH=/var/cache/vllm-cluster/nv",
 ];
-
-const target: SshTarget = {
-    user: "aurora",
-    host: "10.1.230.180",
-    port: 22,
-    privateKeyPath: "~/.ssh/id_ed25519",
-    knownHostsFile: "~/.ssh/known_hosts",
-};
-const spark1: NodeConfig = {
-    name: "spark-1",
-    sshHost: "10.1.230.180",
-    sshUser: "aurora",
-    sshPort: 22,
-    fabricIp: "192.168.200.12",
-    fabricInterface: "enp1s0f1np1",
-    rdmaDevices: ["rocep1s0f1", "roceP2p1s0f1"],
-    gpus: 1,
-    gpuRuntime: "nvidia",
-    unifiedMemory: true,
-    role: "head",
-    env: {},
-};
-const sim: NodeConfig = {
-    ...spark1,
-    name: "spark-2",
-    sshUser: "root",
-    sshHost: "10.231.0.12",
-    fabricIp: "10.232.0.12",
-    fabricInterface: "fabric0",
-    rdmaDevices: [],
-    gpuRuntime: "none",
-    unifiedMemory: false,
-};
 
 /** What sh makes of a command line: the argv it would pass to a program. */
 function argvAfterShell(cmdline: string): string[] {

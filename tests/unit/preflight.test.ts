@@ -6,40 +6,7 @@ import * as path from "path";
 import type { NodeConfig } from "../../infra/config";
 import { preflightCommand, preflightStep } from "../../infra/builders/preflight";
 import { localStepArgv, scriptFile } from "../../infra/builders/remoteStep";
-import type { SshTarget } from "../../infra/builders/ssh";
-
-const target: SshTarget = {
-    user: "aurora",
-    host: "10.1.230.180",
-    port: 22,
-    privateKeyPath: "~/.ssh/id_ed25519",
-    knownHostsFile: "~/.ssh/known_hosts",
-};
-const spark1: NodeConfig = {
-    name: "spark-1",
-    sshHost: "10.1.230.180",
-    sshUser: "aurora",
-    sshPort: 22,
-    fabricIp: "192.168.200.12",
-    fabricInterface: "enp1s0f1np1",
-    rdmaDevices: ["rocep1s0f1", "roceP2p1s0f1"],
-    gpus: 1,
-    gpuRuntime: "nvidia",
-    unifiedMemory: true,
-    role: "head",
-    env: {},
-};
-const sim: NodeConfig = {
-    ...spark1,
-    name: "spark-2",
-    sshUser: "root",
-    sshHost: "10.231.0.12",
-    fabricIp: "10.232.0.12",
-    fabricInterface: "fabric0",
-    rdmaDevices: [],
-    gpuRuntime: "none",
-    unifiedMemory: false,
-};
+import { sim, spark1, target } from "./nodes";
 
 /** Runs the preflight script as a file, with the arguments preflightStep gives it (as the host would). */
 function runPreflight(n: NodeConfig, stateDir: string, ports: number[], opts: SpawnSyncOptionsWithStringEncoding, shell = "sh") {
