@@ -12,7 +12,7 @@
  * shipped with the command.
  */
 import { shellJoin, shellQuote, shellPath } from "./quote";
-import { scriptFile } from "./remoteStep";
+import { base64, scriptFile, scriptsText } from "./remoteStep";
 import { OWN_CONNECTION, SshTarget, sshArgv } from "./ssh";
 
 /** One host in the chain and the known_hosts lines (from the operator's file) that authenticate it. */
@@ -52,7 +52,7 @@ export interface ChainEnds {
 
 /** The ends from scripts of infra/scripts/ (libraries first), and their argument. */
 export function chainEnds(names: readonly string[], arg = ""): ChainEnds {
-    return { script: names.map((n) => scriptFile(n).text).join(""), arg };
+    return { script: scriptsText(names), arg };
 }
 
 /** NEXT arguments of a hop script for these hosts. */
@@ -61,7 +61,7 @@ function nextArgs(hops: ChainHop[]): string[] {
         h.node,
         `${h.target.user}@${h.target.host}`,
         String(h.target.port),
-        Buffer.from(h.knownHosts.join("\n") + "\n").toString("base64"),
+        base64(h.knownHosts.join("\n") + "\n"),
     ]);
 }
 
@@ -70,15 +70,14 @@ function nextArgs(hops: ChainHop[]): string[] {
  * `save WHAT` on the source host, or `load NODE` on the first host to fill; `hops` follow it in order.
  */
 export function hopSsh(t: SshTarget, ends: ChainEnds, part: ["save" | "load", string], hops: ChainHop[]): string {
-    const b64 = (text: string) => Buffer.from(text).toString("base64");
     const remote = [
         "bash",
         "-c",
         'eval "$(printf %s "$1" | base64 -d)"',
         "hop",
-        b64(HOP_SCRIPT),
-        b64(ends.script),
-        b64(`x${ends.arg}x`),
+        base64(HOP_SCRIPT),
+        base64(ends.script),
+        base64(`x${ends.arg}x`),
         ...part,
     ];
     const [ssh, ...rest] = sshArgv(t, [...remote, ...nextArgs(hops)]);

@@ -31,6 +31,8 @@ const INTERPRETERS: Record<string, string> = { ".sh": "sh", ".bash": "bash", ".p
 
 export interface ScriptFile {
     name: string;
+    /** The name without its extension: the script's `$0` on the host. */
+    stem: string;
     /** Absolute path of the file on this machine. */
     file: string;
     interpreter: string;
@@ -53,9 +55,20 @@ export function scriptFile(name: string): ScriptFile {
     }
     const file = path.join(SCRIPTS_DIR, name);
     const text = fs.readFileSync(file, "utf8");
-    const s = { name, file, interpreter, sha256: createHash("sha256").update(text).digest("hex"), text };
+    const stem = path.basename(name, path.extname(name));
+    const s = { name, stem, file, interpreter, sha256: createHash("sha256").update(text).digest("hex"), text };
     loaded[name] = s;
     return s;
+}
+
+/** The texts of scripts of infra/scripts/, in order, as one script (libraries first). */
+export function scriptsText(names: readonly string[]): string {
+    return names.map((n) => scriptFile(n).text).join("");
+}
+
+/** Text as one base64 word (the way scripts and their arguments travel). */
+export function base64(text: string): string {
+    return Buffer.from(text).toString("base64");
 }
 
 /**
@@ -85,9 +98,8 @@ function loadLines(step: RemoteStep, files: ScriptFile[]): string[] {
  * base64 argument, so its text is quoted nowhere.
  */
 function remoteWord(step: RemoteStep, s: ScriptFile): string {
-    const name = path.basename(s.name, path.extname(s.name));
     const exec = step.container === undefined ? "exec" : `exec docker exec ${shellQuote(step.container)}`;
-    return `${shellQuote(`${shellJoin(["sh", "-c", boot(s, exec), name])} `)}"$vcl_b64$vcl_args"`;
+    return `${shellQuote(`${shellJoin(["sh", "-c", boot(s, exec), s.stem])} `)}"$vcl_b64$vcl_args"`;
 }
 
 /**
@@ -100,8 +112,7 @@ function argLines(step: RemoteStep): string[] {
 
 /** The `sh -c` text that decodes the script from its first argument and runs it with the rest, through `exec`. */
 function boot(s: ScriptFile, exec: string): string {
-    const name = path.basename(s.name, path.extname(s.name));
-    const run = s.interpreter === "python3" ? `python3 -c "$c"` : `${s.interpreter} -c "$c" ${name}`;
+    const run = s.interpreter === "python3" ? `python3 -c "$c"` : `${s.interpreter} -c "$c" ${s.stem}`;
     return `c=$(printf %s "$1" | base64 -d) && shift && ${exec} ${run} "$@"`;
 }
 
@@ -111,7 +122,7 @@ function boot(s: ScriptFile, exec: string): string {
  */
 export function shippedScriptArgv(name: string, args: readonly string[] = []): string[] {
     const s = scriptFile(name);
-    return ["/bin/sh", "-c", boot(s, "exec"), path.basename(s.name, path.extname(s.name)), Buffer.from(s.text).toString("base64"), ...args];
+    return ["/bin/sh", "-c", boot(s, "exec"), s.stem, base64(s.text), ...args];
 }
 
 /**
@@ -136,8 +147,7 @@ export function localStepArgv(step: RemoteStep): string[] {
     const s = scriptFile(step.script);
     if (step.libs !== undefined && step.libs.length > 0) {
         // the libraries in front, as the host gets them
-        const text = [...step.libs.map((l) => scriptFile(l).text), s.text].join("");
-        return [s.interpreter, "-c", text, path.basename(s.name, path.extname(s.name)), ...step.args];
+        return [s.interpreter, "-c", scriptsText([...step.libs, step.script]), s.stem, ...step.args];
     }
     return [s.interpreter, s.file, ...step.args];
 }

@@ -2,7 +2,7 @@
 import { createHash } from "crypto";
 import type { ModelConfig, NodeConfig, ServeConfig } from "../config";
 import { API_KEY_CONTAINER_PATH, TLS_CERT_CONTAINER_PATH, TLS_KEY_CONTAINER_PATH, nodeEnv } from "./node";
-import { scriptFile, shippedScriptArgv } from "./remoteStep";
+import { base64, scriptFile, shippedScriptArgv } from "./remoteStep";
 
 /** Where the model is inside the container and the name it is served under. */
 export type ServedModel = Pick<ModelConfig, "containerPath" | "servedName">;
@@ -19,7 +19,7 @@ export const NO_API_KEY_EXIT = 78;
 export const SERVE_ENTRYPOINT = shippedScriptArgv("serve_entrypoint.sh", [
     `key-file=${API_KEY_CONTAINER_PATH}`,
     "guard-dir=/run/vllm-cluster-guard.XXXXXX",
-    `guard=${Buffer.from(scriptFile("vllm_cluster_guard.py").text).toString("base64")}`,
+    `guard=${base64(scriptFile("vllm_cluster_guard.py").text)}`,
     "--",
 ]);
 
