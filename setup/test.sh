@@ -68,6 +68,15 @@ static_checks() {
 export VCL_RESULTS_DIR="${VCL_RESULTS_DIR:-${TMPDIR:-/tmp}/vllm-cluster-results}"
 rm -rf "$VCL_RESULTS_DIR" && mkdir -p "$VCL_RESULTS_DIR"
 
+# A stage that runs SCRIPT [ARGS...], named by the script's "# stage:" line plus SUFFIX. A script that was renamed or
+# removed fails here under its path: it never drops out of the run and the count.
+script_stage() { # script suffix args...
+  local t=$1 suffix=${2:-} name
+  shift 2 || shift
+  name=$(sed -n 's/^# stage: //p' "$t" 2>/dev/null | head -n 1 | grep .) || name="$t (missing or without a '# stage:' line)"
+  stage "$name$suffix" bash "$t" "$@"
+}
+
 unit_tests() {
   npx jest --ci --selectProjects unit policy -w 1 --json --outputFile="$VCL_RESULTS_DIR/unit.json"
 }
@@ -110,12 +119,17 @@ if ((fast == 0)); then
   trap 'rm -f "${VCL_TESTBED_DIR:-/var/lib/vllm-cluster-testbed}/tests-running"' EXIT
   stage "Pulumi toolchain from pinned sources (real CLI lifecycle with all three providers)" toolchain
   stage "simulated hosts self-test (real SSH, Docker, Ray, vLLM)" bash tests/testbed/selftest.sh
-  for t in tests/integration/run.sh tests/e2e/run.sh tests/e2e/policy.sh tests/gitops/preview-local.sh; do
-    # a stage script that was renamed or removed fails here under its path, never drops out of the run and the count
-    stage "$(sed -n 's/^# stage: //p' "$t" 2>/dev/null | head -n 1 | grep . || echo "$t (missing or without a '# stage:' line)")" bash "$t"
+  # The backend-ray integration file hands its serving `local` cluster to the fault suite, which adopts it instead
+  # of a cold up of its own and destroys it at its end (tests/integration/handoff.ts).
+  export VCL_HANDOFF="$VCL_RESULTS_DIR/local-stack.handoff"
+  script_stage tests/integration/run.sh ": backend ray (its serving cluster goes on to the fault suite)" ray
+  script_stage tests/faults/run.sh
+  script_stage tests/integration/run.sh ": backend native, a third host, the chain agent" others
+  for t in tests/e2e/run.sh tests/e2e/policy.sh tests/gitops/preview-local.sh; do
+    script_stage "$t"
   done
-  stage "$(sed -n 's/^# stage: //p' bench/run.sh | head -n 1)" bash bench/run.sh --smoke
-  stage "$(sed -n 's/^# stage: //p' bench/distribution.sh | head -n 1)" bash bench/distribution.sh --smoke
+  script_stage bench/run.sh "" --smoke
+  script_stage bench/distribution.sh "" --smoke
   stage "README Security table from this run's test results (tests/security/results.json)" \
     node tests/security/report.js "$VCL_RESULTS_DIR"
   stage "tear down the simulated hosts and the machine engine (and check nothing is left)" \

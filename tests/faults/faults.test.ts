@@ -24,9 +24,11 @@ import {
     expectOk,
     openProject,
     refresh as engineRefresh,
+    removeProject,
     startCli,
     up as engineUp,
 } from "../integration/engine";
+import { adopt, expectNothingLeft } from "../integration/handoff";
 import { Hosts, runArgv, sshdAccepted, stackConfig, waitFor } from "../integration/hosts";
 import { chat, request } from "../integration/support";
 
@@ -56,6 +58,9 @@ function row(fault: string, expected: string, observed: string, r?: OpResult | C
 
 /** What the engine and the CLI printed and logged (events) in this suite's runs: the secret scan reads it. */
 const transcripts: string[] = [];
+/** The same of the runs of the file that handed the cluster over (handedBy), when one did. */
+const handedTranscript: string[] = [];
+let handedBy = "";
 /** Every API key an up returned (the suite rotates it once). */
 const apiKeysSeen = new Set<string>();
 
@@ -105,6 +110,17 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function serving(key = apiKey): Promise<number> {
     return (await chat(endpoint, model, key).catch(() => ({ status: 0 }))).status;
+}
+
+/** The first 200 within `ms`, polling; else the last status seen. */
+async function servingWithin(ms: number): Promise<number> {
+    const deadline = Date.now() + ms;
+    let status = await serving();
+    while (status !== 200 && Date.now() < deadline) {
+        await sleep(2000);
+        status = await serving();
+    }
+    return status;
 }
 
 async function rayIds(): Promise<string[]> {
@@ -264,11 +280,20 @@ async function restoreHosts(): Promise<void> {
 }
 
 beforeAll(async () => {
-    p = await openProject(STACK, "vcl-faults-");
+    // npm test hands over the integration suite's serving `local` cluster (tests/integration/handoff.ts): its up is
+    // then one more converging up; run alone, the suite deploys its own from no container
+    const adopted = await adopt(STACK);
+    if (adopted) {
+        p = adopted.p;
+        handedBy = adopted.from;
+        handedTranscript.push(...adopted.transcript);
+    } else {
+        p = await openProject(STACK, "vcl-faults-");
+    }
     hosts = new Hosts(stackConfig(p.stackFile));
     model = hosts.cfg.model.servedName;
     keyFile = apiKeyHostPath(hosts.cfg.stateDir, head);
-    for (const n of [head, worker]) {
+    for (const n of adopted ? [] : [head, worker]) {
         await hosts.on(
             n,
             ["sh", "-c", "docker rm -f $(docker ps -aq --filter label=vllm-cluster.managed=true) 2>/dev/null; true"],
@@ -276,6 +301,9 @@ beforeAll(async () => {
         );
     }
     const r = expectOk(await up(p));
+    console.log(
+        `faults: ${adopted ? `adopted the cluster of ${adopted.from}; up changed ${changed(r).join(", ") || "nothing"}` : "deployed from no container"} in ${Math.round(r.seconds)} s`,
+    );
     endpoint = String(r.outputs.endpoint);
     apiKey = String(r.outputs.apiKey);
     expect(await serving()).toBe(200);
@@ -286,6 +314,7 @@ afterAll(async () => {
     if (p) {
         await restoreHosts().catch(() => undefined);
         await destroy(p);
+        removeProject(p);
     }
 }, 900_000);
 
@@ -483,24 +512,6 @@ test("unreachable host: up --refresh fails within 60 s naming it; when it return
     row("spark-2 reachable again: up --refresh", "converges", `changed ${changed(back).join(", ") || "nothing"}`, back);
 }, 900_000);
 
-test("a host's Docker engine restarted (as after a reboot): one up --refresh brings the cluster back", async () => {
-    const pid = fs.readFileSync("/run/vcl-h2/docker.pid", "utf8").trim();
-    await runArgv(["kill", pid]);
-    // the engine stops its containers first: wait until the process is gone before starting it again
-    await waitFor("spark-2's engine to exit", async () => (await runArgv(["kill", "-0", pid])).code !== 0, 120_000);
-    await restoreHosts();
-    await new Promise((r) => setTimeout(r, 20_000));
-    const byItself = await serving();
-    const r = expectOk(await up(p, { refresh: true }));
-    expect(await serving()).toBe(200);
-    row(
-        "spark-2's engine restarted",
-        "back after one up --refresh",
-        `serving by itself: ${byItself === 200 ? "yes" : `no (HTTP ${byItself})`}; up --refresh changed ${changed(r).join(", ")}`,
-        r,
-    );
-}, 1_200_000);
-
 test("image not on the source host: up fails within 120 s naming the image and spark-1, the service untouched; the restored config converges", async () => {
     const ref = hosts.cfg.image.ref;
     const missing = "vllm-cluster-testbed:missing";
@@ -546,7 +557,8 @@ test("image not on the source host: up fails within 120 s naming the image and s
     expect(statusAfter).toBe(200);
 }, 900_000);
 
-test("host lost while serving (spark-2's engine stopped): refresh and up name it; back, up --refresh heals", async () => {
+// Also the reboot fault: the engine that comes back is one restarted, as after a reboot (one test, one restart)
+test("host lost while serving (spark-2's engine stopped): refresh and up name it; its engine started again (as after a reboot), one up --refresh brings the cluster back", async () => {
     const lost = /spark-2|10\.231\.0\.12/;
     const pid = fs.readFileSync("/run/vcl-h2/docker.pid", "utf8").trim();
     let ref: OpResult;
@@ -577,6 +589,8 @@ test("host lost while serving (spark-2's engine stopped): refresh and up name it
     } finally {
         await restoreHosts();
     }
+    // serving again without an operator, within 20 s of the engine's start? (polled: recorded, not asserted)
+    const byItself = await servingWithin(20_000);
     // healed before any expectation: the next tests need the cluster serving
     const back = await up(p, { refresh: true });
     const status = await serving();
@@ -596,9 +610,11 @@ test("host lost while serving (spark-2's engine stopped): refresh and up name it
         heal,
     );
     row(
-        "spark-2's engine back: up --refresh",
-        "heals, serving",
-        `${back.ok ? `changed ${changed(back).join(", ") || "nothing"}` : "FAILED"}; HTTP ${status}`,
+        "spark-2's engine back (restarted, as after a reboot): up --refresh",
+        "back after one up --refresh, serving",
+        `serving by itself: ${byItself === 200 ? "yes" : `no (HTTP ${byItself})`}; up --refresh ${
+            back.ok ? `changed ${changed(back).join(", ") || "nothing"}` : "FAILED"
+        }; HTTP ${status}`,
         back,
     );
     // a refresh that fails must say which host; one that passes must show spark-2's resources gone or changed
@@ -756,6 +772,7 @@ test("secrets: neither the API key nor the Ray token in the state export, stack 
     scan("ps -eo args", ps.stdout);
     expect(transcripts.length).toBeGreaterThan(0);
     for (const t of transcripts) scan("output and events of this suite's pulumi runs", t);
+    for (const t of handedTranscript) scan(`output and events of the pulumi runs of ${handedBy}`, t);
 
     const places = [...scanned].map(([place, n]) => `${place} (${n})`).join(", ");
     row("API key(s) and Ray token in plain text", "nowhere", `scanned ${places}; hits: ${hits.length ? hits.join(", ") : 0}`);
@@ -770,12 +787,12 @@ test("destroy with a host unreachable fails naming it; when it returns, destroy 
     expect(r.seconds).toBeLessThan(60);
     await restoreHosts();
     const d = expectOk(await destroy(p));
-    for (const n of [head, worker]) expect(await hosts.projectContainers(n, STACK)).toEqual([]);
-    expect((await hosts.on(head, ["test", "-e", keyFile])).code).toBe(1);
+    // every container, the key file and the state: for the integration file that handed the cluster over, too
+    await expectNothingLeft(p, hosts, [head, worker], head);
     row(
         "destroy with spark-2 unreachable, then again",
         "fails naming the host; then nothing left",
-        `failed after ${Math.round(r.seconds)} s; then 0 containers, no key file`,
+        `failed after ${Math.round(r.seconds)} s; then 0 containers, no key file, an empty state`,
         d,
     );
 }, 900_000);

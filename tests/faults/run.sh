@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # stage: faults on the simulated hosts through the real Pulumi engine (key, rotation, crash loop, lost hosts)
 #
-#   sudo npm run test:faults      (about 25 minutes; not part of npm test, to keep it within its time budget)
+#   sudo npm run test:faults      the suite alone (about 15 minutes); npm test runs it too
 #
 # Deploys the `local` stack once and breaks one thing per test (tests/faults/faults.test.ts); writes
-# tests/faults/results.json and the README's "Faults" table from this run, and prints the table.
+# tests/faults/results.json and the README's "Faults" table from this run, and prints the table. Under npm test
+# it adopts the serving cluster that the integration suite's backend-ray file hands over (VCL_HANDOFF,
+# tests/integration/handoff.ts) instead of deploying its own.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root" || exit 1

@@ -22,9 +22,9 @@ import {
     preview,
     refresh,
     removeProject,
-    stateResources,
     up,
 } from "./engine";
+import { HANDOFF, expectNothingLeft, handOver } from "./handoff";
 import { Hosts, runArgv, sharedSshSocketDir, sshdAccepted, sshdLogMarks, sshdTrafficSince, stackConfig, waitFor } from "./hosts";
 import { Answer, greedyAnswer, tp1Reference } from "./reference";
 import { chat, completionTokens, ensureServing, mergeTimings, request } from "./support";
@@ -40,6 +40,7 @@ let endpoint = "";
 let apiKey = "";
 let model = "";
 let tp1: Answer;
+let handedOver = false;
 const head = "spark-1";
 const worker = "spark-2";
 
@@ -85,7 +86,7 @@ afterAll(async () => {
     if (TIMINGS_FILE) {
         mergeTimings(TIMINGS_FILE, timings);
     }
-    if (p) {
+    if (p && !handedOver) {
         if (process.env.VCL_INTEGRATION_KEEP !== "1") {
             await destroy(p);
         }
@@ -551,15 +552,21 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
         expect((await chat(endpoint, model, apiKey)).status).toBe(200);
     }, 1_200_000);
 
-    test("destroy removes every container and the key file, and leaves an empty state", async () => {
-        const r = expectOk(await destroy(p));
-        timings.destroy = Math.round(r.seconds * 10) / 10;
-        for (const n of [head, worker]) {
-            expect(await hosts.projectContainers(n, STACK)).toEqual([]);
-        }
-        expect((await hosts.on(head, ["test", "-e", apiKeyHostPath(hosts.cfg.stateDir, head)])).code).toBe(1);
-        expect(await stateResources(p)).toEqual([]);
-    }, 600_000);
+    if (HANDOFF) {
+        // npm test: the fault suite adopts this cluster, and its last test destroys it with the checks below
+        test("the cluster, serving, is handed over to the fault suite (tests/faults), which destroys it", async () => {
+            await serving();
+            expect((await chat(endpoint, model, apiKey)).status).toBe(200);
+            handOver(p, "tests/integration/cluster.test.ts");
+            handedOver = true;
+        }, 600_000);
+    } else {
+        test("destroy removes every container and the key file, and leaves an empty state", async () => {
+            const r = expectOk(await destroy(p));
+            timings.destroy = Math.round(r.seconds * 10) / 10;
+            await expectNothingLeft(p, hosts, [head, worker], head);
+        }, 600_000);
+    }
 });
 
 /** Position of `flag` in the serve container's command as deployed (the diff's element index). */

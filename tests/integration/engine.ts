@@ -36,6 +36,11 @@ export async function openProject(stackName: string, prefix = "vcl-it-"): Promis
     }
     fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(dir, "node_modules"));
     fs.mkdirSync(path.join(dir, ".state"));
+    return openStack(dir, stackName);
+}
+
+/** Opens `stackName` in a project copy that openProject made (this test file's or one handed over). */
+export async function openStack(dir: string, stackName: string): Promise<Project> {
     const stack = await LocalWorkspace.createOrSelectStack(
         { stackName, workDir: dir },
         {
@@ -121,6 +126,17 @@ function collector(): Collector {
     };
 }
 
+/**
+ * What every engine operation and CLI run of this test file printed and logged (events), in order: a file that
+ * hands its stack over (handoff.ts) hands this on, so the fault suite's secret scan reads the whole history.
+ */
+export const transcript: string[] = [];
+
+function recorded(r: OpResult): OpResult {
+    transcript.push(r.output, r.error ?? "", JSON.stringify(r.events));
+    return r;
+}
+
 async function run(
     p: Project,
     what: string,
@@ -133,7 +149,7 @@ async function run(
         const r = await f(c, (s) => lines.push(s));
         const outputs = Object.fromEntries(Object.entries(r.outputs ?? {}).map(([k, v]) => [k, v.value]));
         p.lastOutput = lines;
-        return {
+        return recorded({
             ok: true,
             ops: c.ops,
             diffs: c.diffs,
@@ -141,11 +157,11 @@ async function run(
             outputs,
             seconds: (Date.now() - t0) / 1000,
             output: lines.join(""),
-        };
+        });
     } catch (e) {
         p.lastOutput = lines;
         const error = e instanceof Error ? e.message : String(e);
-        return {
+        return recorded({
             ok: false,
             ops: c.ops,
             diffs: c.diffs,
@@ -154,7 +170,7 @@ async function run(
             seconds: (Date.now() - t0) / 1000,
             output: lines.join(""),
             error: `${what}: ${error}`,
-        };
+        });
     }
 }
 
@@ -310,6 +326,7 @@ export function startCli(p: Project, args: string[], timeoutMs = 900_000): CliRu
         const end = (code: number | null, signal: NodeJS.Signals | null) => {
             clearTimeout(timer);
             exited = true;
+            transcript.push(output, eventLog());
             resolve({ code, signal, output, seconds: (Date.now() - t0) / 1000 });
         };
         child.on("error", (e) => {

@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
-# stage: integration on the simulated hosts through the real Pulumi engine (backends ray and native)
+# stage: integration on the simulated hosts through the real Pulumi engine
 #
 # Deploys the `local` (Ray) and `local-native` stacks onto the simulated hosts spark-1 and spark-2 with the real
 # Pulumi CLI, language host and provider plugins (setup/toolchain.sh), driven from jest through Pulumi's Automation
 # API; see tests/integration/*.test.ts for what is checked. Needs root (the testbed). The testbed is brought up
 # with at least 2 hosts and never shrunk (an `up 2` would stop hosts 3+ that other tests may be using).
 #
-#   sudo bash tests/integration/run.sh
+#   sudo bash tests/integration/run.sh           every file
+#   sudo bash tests/integration/run.sh ray       the backend-ray file only (cluster.test.ts); under npm test
+#                                                (VCL_HANDOFF set) it hands its serving cluster to the fault suite
+#   sudo bash tests/integration/run.sh others    every other file (native, scale, the chain agent)
+#
+# Other arguments go to jest.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root" || exit 1
 
 # shellcheck source=../lib/testbed-stage.sh
 source tests/lib/testbed-stage.sh
+part=all
+case ${1:-} in
+  ray) part=ray; shift; set -- "$@" tests/integration/cluster.test.ts ;;
+  others) part=others; shift; set -- "$@" --testPathIgnorePatterns tests/integration/cluster.test.ts ;;
+esac
+
 testbed_stage integration 2 || exit 1
 
 timings="${TMPDIR:-/tmp}/vllm-cluster-integration-timings.json"
@@ -21,10 +32,10 @@ start=$SECONDS
 results="${VCL_RESULTS_DIR:-${TMPDIR:-/tmp}/vllm-cluster-results}"
 mkdir -p "$results"
 VCL_INTEGRATION_TIMINGS="$timings" timeout 5400 npx jest --selectProjects integration --runInBand --ci \
-  --json --outputFile="$results/integration.json" "$@"
+  --json --outputFile="$results/integration-$part.json" "$@"
 rc=$?
 echo
-echo "integration (real Pulumi engine): jest exit $rc after $((SECONDS - start))s"
+echo "integration ($part; real Pulumi engine): jest exit $rc after $((SECONDS - start))s"
 if [[ -s $timings ]]; then
   echo "measured seconds:"
   node -e 'for (const [k, v] of Object.entries(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")))) console.log(`  ${k.padEnd(40)} ${v}`);' "$timings"
