@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# stage: benchmark smoke (the Pulumi side once: cold up, no-op up, destroy; the timeline chart)
+# stage: benchmark smoke (the Pulumi side once: cold up with the image in place, no-op up, destroy; the timeline chart)
 #
 #   sudo npm run bench              3 repeats; writes bench/results.json, bench/timeline.{txt,json,png} and
 #                                   bench/manual-steps.txt (the manual procedure's steps with their times)
-#   sudo npm run bench -- --smoke   the Pulumi side once into a temporary directory (what `npm test` runs): the
-#                                   bench works; its goals are not checked and the manual procedure does not run
+#   sudo npm run bench -- --smoke   the Pulumi side once into a temporary directory (what `npm test` runs; the
+#                                   image stays on every host): the bench works; its goals are not checked and the
+#                                   manual procedure does not run
 #   sudo npm run bench -- --hosts 4 the same on 4 hosts (tensor parallel 4); writes bench/results-4hosts.json and
 #                                   bench/timeline-4hosts.{txt,json,png}
 #

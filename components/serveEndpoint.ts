@@ -1,5 +1,6 @@
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
+import * as random from "@pulumi/random";
 import type { ModelConfig, ServeConfig } from "../infra/config";
 import { containerOptions } from "../infra/builders/containers";
 import { SecretFile, apiKeyFile, apiKeyHash, secretFileCommands, secretHash, tlsCertFile, tlsKeyFile } from "../infra/builders/key";
@@ -8,6 +9,9 @@ import { HostCheck } from "../infra/providers/hostCheck";
 import { KeyFile } from "../infra/providers/keyFile";
 import type { TlsMaterial } from "../infra/tls";
 import { SparkNode } from "./sparkNode";
+
+/** Length of the generated API key (letters and digits). */
+const API_KEY_LENGTH = 48;
 
 /** Seconds the refresh-time look at a running server may take (one /health, one completion with and without the key). */
 const READINESS_LOOK_SECONDS = 20;
@@ -35,8 +39,6 @@ export interface ServeFileHashes {
 export interface ServeEndpointArgs {
     /** The host that serves the API and holds the key file. */
     head: SparkNode;
-    /** The API key (secret). Installed as a file on the head; never on a command line, in env or in a label. */
-    apiKey: pulumi.Input<string>;
     /** HTTPS: the certificate and key (secret) installed on the head next to the API key; unset: plain HTTP. */
     tls?: TlsMaterial;
     stateDir: string;
@@ -55,6 +57,8 @@ export interface ServeEndpointArgs {
  * it; `pulumi refresh` looks again, so the next `up --refresh` returns only once the server answers.
  */
 export class ServeEndpoint extends pulumi.ComponentResource {
+    /** The API key, generated here (a secret): installed as a file on the head; never on a command line, in env or in a label. */
+    public readonly apiKey: pulumi.Output<string>;
     public readonly apiKeyFile: KeyFile;
     /** With TLS: the certificate and the TLS key on the head. */
     public readonly tlsFiles: KeyFile[];
@@ -71,9 +75,16 @@ export class ServeEndpoint extends pulumi.ComponentResource {
         const { head, stateDir } = args;
         const node = head.node.name;
 
+        // "api-key" was made at the top level before this component owned it: the alias keeps the key on upgrade
+        const key = new random.RandomPassword(
+            "api-key",
+            { length: API_KEY_LENGTH, special: false },
+            { parent: this, aliases: [{ parent: pulumi.rootStackResource }] },
+        );
+        this.apiKey = pulumi.secret(key.result);
         // Not secret: a one-way hash of a 48-character random key, so diffs of the labels stay readable.
-        const keyHash = pulumi.unsecret(pulumi.output(args.apiKey).apply(apiKeyHash));
-        this.apiKeyFile = headFile(this, `${name}-api-key-file`, head, apiKeyFile(stateDir, node), args.apiKey, keyHash);
+        const keyHash = pulumi.unsecret(key.result.apply(apiKeyHash));
+        this.apiKeyFile = headFile(this, `${name}-api-key-file`, head, apiKeyFile(stateDir, node), key.result, keyHash);
         const tls = args.tls ? tlsFiles(this, name, head, stateDir, args.tls) : undefined;
         this.tlsFiles = tls?.files ?? [];
         const hashes: ServeFileHashes = { apiKeyHash: keyHash, tlsHash: tls?.hash };
@@ -85,7 +96,7 @@ export class ServeEndpoint extends pulumi.ComponentResource {
                 new docker.Container(
                     c.name,
                     c.args(hashes, earlier),
-                    containerOptions(this, c.host.provider, [this.apiKeyFile, ...this.tlsFiles, ...(args.after ?? [])]),
+                    containerOptions(this, c.host, [this.apiKeyFile, ...this.tlsFiles, ...(args.after ?? [])]),
                 ),
             );
         }
@@ -119,7 +130,11 @@ function headFile(
     hash: pulumi.Input<string>,
 ): KeyFile {
     const what = `${file.kind} file on node ${file.node}`;
-    return new KeyFile(name, { what, ...secretFileCommands(head.ssh, file), key: content, keyHash: hash }, { parent });
+    return new KeyFile(
+        name,
+        { what, ...secretFileCommands(head.ssh, file), key: content, keyHash: hash },
+        { parent, dependsOn: [head.preflight] },
+    );
 }
 
 /** The certificate and the TLS key on the head, and their joint hash (not secret: one-way) for the server's label. */

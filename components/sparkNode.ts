@@ -36,11 +36,14 @@ export class SparkNode extends pulumi.ComponentResource {
     public readonly arch: pulumi.Output<string>;
     public readonly node: NodeConfig;
     public readonly ssh: SshTarget;
+    /** The host directory for per-node state, which preflight creates. */
+    public readonly stateDir: string;
 
     constructor(name: string, args: SparkNodeArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-cluster:index:SparkNode", name, {}, opts);
         this.node = args.node;
         this.ssh = args.ssh;
+        this.stateDir = args.stateDir;
 
         this.provider = new docker.Provider(
             `${name}-docker`,

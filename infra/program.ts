@@ -1,6 +1,4 @@
 import * as pulumi from "@pulumi/pulumi";
-import * as random from "@pulumi/random";
-import { ClusterReady } from "../components/clusterReady";
 import { ImageDistribution } from "../components/imageDistribution";
 import { ModelDistribution } from "../components/modelDistribution";
 import { RayHead } from "../components/rayHead";
@@ -13,8 +11,6 @@ import { nativeRankContainerArgs, serveContainerArgs } from "./builders/serveCon
 import { remoteStepCommand } from "./builders/remoteStep";
 import { sshTargetOf } from "./builders/ssh";
 import { joinFingerprint } from "./builders/vllm";
-import { rayTokenFile, secretFileCommands, secretHash } from "./builders/key";
-import { KeyFile } from "./providers/keyFile";
 import { Roster } from "./providers/roster";
 import { stackContainersRemoveStep } from "./builders/node";
 import { ClusterConfig, NO_SECRET_CONFIG, NodeConfig, SecretConfig } from "./config";
@@ -30,9 +26,6 @@ export interface ClusterOutputs {
     nodes: { name: string; role: string; sshHost: string; fabricIp: string; gpus: number }[];
     clusterFingerprint: pulumi.Output<string>;
 }
-
-/** Length of the generated API key (letters and digits). */
-const API_KEY_LENGTH = 48;
 
 /** The configured ports, as the contract's per-host port map takes them. */
 export function portSettings(cfg: ClusterConfig): Required<PortSettings> {
@@ -97,7 +90,7 @@ interface GraphContext {
     endpoint: (containers: ServeContainer[]) => ServeEndpoint;
 }
 
-type BackendOutputs = Pick<ClusterOutputs, "endpoint" | "rayDashboard" | "clusterFingerprint">;
+type BackendOutputs = Pick<ClusterOutputs, "endpoint" | "apiKey" | "rayDashboard" | "clusterFingerprint">;
 
 /**
  * Builds the whole resource graph from a validated config (`secrets`: which free-form values came from secret config,
@@ -127,7 +120,6 @@ export function buildCluster(
               after: preflights,
           })
         : undefined;
-    const apiKey = new random.RandomPassword("api-key", { length: API_KEY_LENGTH, special: false });
     const roster = stackRoster(cfg, stack, host);
     const ctx: GraphContext = {
         cfg,
@@ -148,7 +140,6 @@ export function buildCluster(
         endpoint: (containers) =>
             new ServeEndpoint("serve", {
                 head,
-                apiKey: apiKey.result,
                 tls,
                 stateDir: cfg.stateDir,
                 serve: cfg.serve,
@@ -159,7 +150,6 @@ export function buildCluster(
     };
     return {
         servedModelName: cfg.model.servedName,
-        apiKey: pulumi.secret(apiKey.result),
         nodes: cfg.nodes.map((n) => ({ name: n.name, role: n.role, sshHost: n.sshHost, fabricIp: n.fabricIp, gpus: n.gpus })),
         ...(cfg.backend === "native" ? buildNative(ctx) : buildRay(ctx)),
     };
@@ -184,62 +174,24 @@ function buildNative({ cfg, host, input, endpoint }: GraphContext): BackendOutpu
     );
     return {
         endpoint: serve.endpoint,
+        apiKey: serve.apiKey,
         rayDashboard: "none (backend native runs no Ray)",
         clusterFingerprint: pulumi.all(serve.containers.map((c) => c.id)).apply(joinFingerprint),
     };
 }
 
-/**
- * Ray token authentication (`ray.auth: token`): one generated token (a secret), installed as a file on every host;
- * the result maps each node to the installed token's hash, which its Ray containers take as data.
- */
-function rayTokenFiles({ cfg, host }: GraphContext): Record<string, pulumi.Output<string>> {
-    if (cfg.ray.auth !== "token") {
-        return {};
-    }
-    const token = new random.RandomPassword("ray-token", { length: API_KEY_LENGTH, special: false });
-    const hash = pulumi.unsecret(token.result.apply((t) => secretHash("ray token", t)));
-    const files = cfg.nodes.map((n) => {
-        const f = new KeyFile(
-            `${n.name}-ray-token-file`,
-            {
-                what: `ray token file on node ${n.name}`,
-                ...secretFileCommands(host(n.name).ssh, rayTokenFile(cfg.stateDir, n.name)),
-                key: token.result,
-                keyHash: hash,
-            },
-            { parent: host(n.name) },
-        );
-        return [n.name, pulumi.unsecret(f.keyHash)] as const;
-    });
-    return Object.fromEntries(files);
-}
-
 /** Ray head, a worker per other host, the gate that waits for all of them on their fabric IPs, serve on the head. */
 function buildRay(ctx: GraphContext): BackendOutputs {
-    const { cfg, host, head, endpoint } = ctx;
-    const tokenHashes = rayTokenFiles(ctx);
-    const input = (n: NodeConfig): ContainerInput => ({ ...ctx.input(n), rayTokenHash: tokenHashes[n.name] });
-    const ray = { objectStoreMemoryBytes: cfg.ray.objectStoreMemoryBytes };
-    const rayHead = new RayHead("ray-head", { ...input(cfg.head), ...ray, host: head, ports: cfg.ray });
+    const { cfg, host, head, endpoint, input } = ctx;
+    const ray = { objectStoreMemoryBytes: cfg.ray.objectStoreMemoryBytes, ports: cfg.ray };
+    const rayHead = new RayHead("ray-head", { ...input(cfg.head), ...ray, host: head, auth: cfg.ray.auth });
     const workers = cfg.workers.map(
-        (w) =>
-            new RayWorker(`ray-worker-${w.name}`, {
-                ...input(w),
-                ...ray,
-                host: host(w.name),
-                ports: cfg.ray,
-                headAddress: rayHead.address,
-                headContainerId: rayHead.container.id,
-            }),
+        (w) => new RayWorker(`ray-worker-${w.name}`, { ...input(w), ...ray, host: host(w.name), head: rayHead }),
     );
-    const ready = new ClusterReady("cluster-ready", {
-        head,
-        address: rayHead.address,
+    const ready = rayHead.ready(workers, {
         nodes: cfg.nodes.map((n) => ({ name: n.name, fabricIp: n.fabricIp, sshHost: n.sshHost })),
         gpus: cfg.totalGpus,
         timeoutSeconds: cfg.ray.readyTimeoutSeconds,
-        containerIds: [rayHead.container.id, ...workers.map((w) => w.container.id)],
         roster: ctx.roster.version,
     });
     const serve = endpoint([
@@ -249,6 +201,7 @@ function buildRay(ctx: GraphContext): BackendOutputs {
             args: (files) =>
                 serveContainerArgs({
                     ...input(cfg.head),
+                    rayTokenHash: rayHead.tokenHash,
                     ...files,
                     rayAddress: rayHead.address,
                     clusterFingerprint: ready.fingerprint,
@@ -258,6 +211,7 @@ function buildRay(ctx: GraphContext): BackendOutputs {
     ]);
     return {
         endpoint: serve.endpoint,
+        apiKey: serve.apiKey,
         rayDashboard: dashboardTunnelHint(head.ssh, cfg.ray.dashboardPort),
         clusterFingerprint: ready.fingerprint,
     };

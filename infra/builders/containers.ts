@@ -107,10 +107,17 @@ export function containerArgs(p: ContainerInput, c: ContainerSpec): docker.Conta
  */
 export function containerOptions(
     parent: pulumi.Resource,
-    provider: pulumi.ProviderResource,
+    host: { provider: pulumi.ProviderResource; preflight: pulumi.Resource },
     dependsOn: pulumi.Resource[] = [],
 ): pulumi.CustomResourceOptions {
-    return { parent, provider, deleteBeforeReplace: true, replaceOnChanges: ["mustRun"], dependsOn };
+    // after the host's preflight, said here: no data of it flows into a container's arguments
+    return {
+        parent,
+        provider: host.provider,
+        deleteBeforeReplace: true,
+        replaceOnChanges: ["mustRun"],
+        dependsOn: [host.preflight, ...dependsOn],
+    };
 }
 
 /** What makes Ray (head, worker, and vLLM as a Ray driver) require and present the token. */

@@ -84,13 +84,15 @@ function expectedGraph(cfg: ClusterConfig): [string, string, string, string][] {
     for (const n of cfg.nodes) {
         rows.push([n.name, T.node, "", ""], [`${n.name}-docker`, T.provider, n.name, ""], [`${n.name}-preflight`, T.command, n.name, ""]);
         rows.push([`image-${n.name}`, T.presence, "image", ""]);
-        if (cfg.ray.auth === "token") rows.push([`${n.name}-ray-token-file`, T.dynamic, n.name, ""]);
+        // the Ray head and each worker own their host's token file
+        const rayOwner = n.name === cfg.head.name ? "ray-head" : `ray-worker-${n.name}`;
+        if (cfg.ray.auth === "token") rows.push([`${n.name}-ray-token-file`, T.dynamic, rayOwner, ""]);
     }
     rows.push(["image", T.image, "", ""]);
     if (cfg.image.distribution === "chain" && cfg.image.source !== "registry" && cfg.nodes.length > 1) {
         rows.push(["image-chain", T.presence, "image", ""]);
     }
-    if (cfg.ray.auth === "token") rows.push(["ray-token", T.password, "", ""]);
+    if (cfg.ray.auth === "token") rows.push(["ray-token", T.password, "ray-head", ""]);
     rows.push(["ray-head", T.rayHead, "", ""], ["ray-head-container", T.container, "ray-head", `${cfg.head.name}-docker`]);
     for (const w of cfg.workers) {
         rows.push(
@@ -98,8 +100,8 @@ function expectedGraph(cfg: ClusterConfig): [string, string, string, string][] {
             [`ray-worker-${w.name}-container`, T.container, `ray-worker-${w.name}`, `${w.name}-docker`],
         );
     }
-    rows.push(["cluster-ready", T.ready, "", ""], ["cluster-ready-probe", T.dynamic, "cluster-ready", ""]);
-    rows.push(["api-key", T.password, "", ""], ["roster", T.dynamic, "", ""]);
+    rows.push(["cluster-ready", T.ready, "ray-head", ""], ["cluster-ready-probe", T.dynamic, "cluster-ready", ""]);
+    rows.push(["api-key", T.password, "serve", ""], ["roster", T.dynamic, "", ""]);
     rows.push(
         ["serve", T.serve, "", ""],
         ["serve-api-key-file", T.dynamic, "serve", ""],
@@ -262,6 +264,22 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
         const preflights = cfg.nodes.map((n) => `${n.name}-preflight`).sort();
         for (const name of ["image-chain", ...cfg.nodes.map((n) => `image-${n.name}`)]) {
             expect(get(run, name).dependsOn).toEqual(expect.arrayContaining(preflights));
+        }
+    });
+
+    test("nothing runs on a host before its preflight: every container and every key or token file waits for it, said as data", () => {
+        const run = runs[stack];
+        const cfg = configs[stack];
+        const onHost = (r: (typeof run.resources)[number]): string | undefined =>
+            r.type === T.container
+                ? r.provider.replace(/-docker$/, "")
+                : r.name.endsWith("-file")
+                  ? (cfg.nodes.find((n) => r.name.startsWith(`${n.name}-`))?.name ?? cfg.head.name)
+                  : undefined;
+        const checked = run.resources.filter((r) => onHost(r) !== undefined);
+        expect(checked.map((r) => r.name)).toEqual(expect.arrayContaining(["ray-head-container", "serve-container", "serve-api-key-file"]));
+        for (const r of checked) {
+            expect([r.name, r.dependsOn]).toEqual([r.name, expect.arrayContaining([`${onHost(r)}-preflight`])]);
         }
     });
 
@@ -781,7 +799,7 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
             );
             rows.push([`image-${n.name}`, T.presence, "image", ""]);
         }
-        rows.push(["image", T.image, "", ""], ["api-key", T.password, "", ""], ["roster", T.dynamic, "", ""]);
+        rows.push(["image", T.image, "", ""], ["api-key", T.password, "serve", ""], ["roster", T.dynamic, "", ""]);
         // model.source: the model is copied from spark-1 to spark-2
         rows.push(["model", "vllm-cluster:index:ModelDistribution", "", ""], ["model-chain", T.dynamic, "model", ""]);
         rows.push(
