@@ -1,7 +1,7 @@
 /**
- * `unit` (program against Pulumi mocks) and `policy` (policy pack): run with -w 1 on shared CPUs.
+ * `unit` (program against Pulumi mocks) and `policy` (policy pack): npm test runs them with -w 2 (two cores, nothing else running).
  * `integration` (simulated hosts, the real engine): only tests/integration/run.sh selects it, with --runInBand.
- * `faults` (simulated hosts, the real engine, one fault per test): only tests/faults/run.sh selects it.
+ * `faults` (simulated hosts, the real engine, one fault per test): only tests/faults/run.sh selects it (npm test runs it).
  * `bench` (simulated hosts, the real engine, the manual procedure): only bench/run.sh selects it.
  */
 const tsJest = ["ts-jest", { tsconfig: "tsconfig.json", isolatedModules: false }];
