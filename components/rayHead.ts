@@ -1,6 +1,7 @@
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
 import * as random from "@pulumi/random";
+import type { RayConfig } from "../infra/config";
 import { containerOptions } from "../infra/builders/containers";
 import { rayTokenFile, secretFileCommands, secretHash } from "../infra/builders/key";
 import { RayHeadContainerInput, rayHeadContainerArgs } from "../infra/builders/rayContainers";
@@ -15,7 +16,7 @@ export interface RayHeadArgs extends Omit<RayHeadContainerInput, "node" | "rayTo
     /** The head host (provider, node facts, state directory). */
     host: SparkNode;
     /** `ray.auth`: with `token`, the head generates the cluster's token, and every Ray container requires it. */
-    auth: "token" | "disabled";
+    auth: RayConfig["auth"];
 }
 
 /** The cluster's Ray token: the secret every host installs as a file, and its one-way hash (not secret). */

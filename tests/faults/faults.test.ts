@@ -26,6 +26,7 @@ import {
     refresh as engineRefresh,
     removeProject,
     startCli,
+    transcript,
     up as engineUp,
 } from "../integration/engine";
 import { adopt, expectNothingLeft } from "../integration/handoff";
@@ -56,21 +57,21 @@ function row(fault: string, expected: string, observed: string, r?: OpResult | C
     rows.push({ fault, expected, observed, seconds: r ? Math.round(r.seconds) : 0 });
 }
 
-/** What the engine and the CLI printed and logged (events) in this suite's runs: the secret scan reads it. */
-const transcripts: string[] = [];
-/** The same of the runs of the file that handed the cluster over (handedBy), when one did. */
+/**
+ * What the engine and the CLI printed and logged (events) in this suite's runs is engine.ts's `transcript`; this
+ * is the same of the runs of the file that handed the cluster over (handedBy), when one did. The secret scan reads both.
+ */
 const handedTranscript: string[] = [];
 let handedBy = "";
 /** Every API key an up returned (the suite rotates it once). */
 const apiKeysSeen = new Set<string>();
 
 function recorded(r: OpResult): OpResult {
-    transcripts.push(r.output, r.error ?? "", JSON.stringify(r.events));
     if (typeof r.outputs.apiKey === "string") apiKeysSeen.add(r.outputs.apiKey);
     return r;
 }
 
-/** The engine's `up` (tests/integration/engine.ts), its output and events kept for the secret scan. */
+/** The engine's `up` (tests/integration/engine.ts), the API key it returned kept for the secret scan. */
 async function up(proj: Project, opts: UpOptions = {}): Promise<OpResult> {
     return recorded(await engineUp(proj, opts));
 }
@@ -79,11 +80,9 @@ async function refresh(proj: Project): Promise<OpResult> {
     return recorded(await engineRefresh(proj));
 }
 
-/** `pulumi <args>` on the stack as an operator runs it (the CLI itself), its output kept for the secret scan. */
-async function pulumi(args: string[], timeoutMs = 900_000): Promise<CliResult> {
-    const r = await cli(p, args, timeoutMs);
-    transcripts.push(r.output);
-    return r;
+/** `pulumi <args>` on the stack as an operator runs it (the CLI itself). */
+function pulumi(args: string[], timeoutMs = 900_000): Promise<CliResult> {
+    return cli(p, args, timeoutMs);
 }
 
 /** The engine's error diagnostics of an operation: what it says went wrong, without its progress lines. */
@@ -253,7 +252,6 @@ async function interruptedUp(sig: NodeJS.Signals): Promise<{ r: CliResult; tree:
         if (!run.running() || Date.now() - t0 > 600_000) {
             run.kill("SIGKILL");
             const r = await run.done;
-            transcripts.push(r.output, run.eventLog());
             throw new Error(
                 `up ended or stalled before the Ray gate began (exit ${r.code}):\n${r.output.split("\n").slice(-30).join("\n")}`,
             );
@@ -264,7 +262,6 @@ async function interruptedUp(sig: NodeJS.Signals): Promise<{ r: CliResult; tree:
     const tree = descendants(run.pid);
     run.kill(sig);
     const r = await run.done;
-    transcripts.push(r.output, run.eventLog());
     return { r, tree, atSignal };
 }
 
@@ -770,8 +767,8 @@ test("secrets: neither the API key nor the Ray token in the state export, stack 
     expect(ps.stdout).toContain("vllm serve");
     expect(ps.stdout).toContain("ray start");
     scan("ps -eo args", ps.stdout);
-    expect(transcripts.length).toBeGreaterThan(0);
-    for (const t of transcripts) scan("output and events of this suite's pulumi runs", t);
+    expect(transcript.length).toBeGreaterThan(0);
+    for (const t of transcript) scan("output and events of this suite's pulumi runs", t);
     for (const t of handedTranscript) scan(`output and events of the pulumi runs of ${handedBy}`, t);
 
     const places = [...scanned].map(([place, n]) => `${place} (${n})`).join(", ");
