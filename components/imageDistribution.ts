@@ -93,7 +93,7 @@ export class ImageDistribution extends pulumi.ComponentResource {
             {
                 ref: args.ref,
                 source: origin.kind === "host" ? { kind: "host", node: origin.node, target: origin.target } : { kind: "local" },
-                members: members.map((n) => ({ node: n.node.name, target: n.ssh })),
+                members: members.map((n) => n.member),
             },
             { parent: this, dependsOn: args.after },
         );

@@ -34,8 +34,8 @@ export class ModelDistribution extends pulumi.ComponentResource {
             `${name}-chain`,
             {
                 hostPath: args.hostPath,
-                source: { node: source.node.name, target: source.ssh },
-                members: args.nodes.filter((n) => n !== source).map((n) => ({ node: n.node.name, target: n.ssh })),
+                source: source.member,
+                members: args.nodes.filter((n) => n !== source).map((n) => n.member),
             },
             { parent: this, dependsOn: args.after },
         );

@@ -2,8 +2,9 @@ import * as command from "@pulumi/command";
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
 import type { NodeConfig } from "../infra/config";
-import { preflightCommand } from "../infra/builders/preflight";
+import { PreflightPeer, preflightCommand } from "../infra/builders/preflight";
 import { SshTarget, dockerHostUrl, sshOptions } from "../infra/builders/ssh";
+import type { ChainMember } from "../infra/providers/chain";
 
 export interface SparkNodeArgs {
     /** The validated node (plain values: config is validated before any resource exists). */
@@ -14,6 +15,10 @@ export interface SparkNodeArgs {
     stateDir: string;
     /** Host ports this node's containers will listen on; preflight fails if another process holds one. */
     ports: readonly number[];
+    /** The address the other hosts dial for this host's sshd in a chain copy (distribution.network). */
+    peerHost: string;
+    /** The hosts this one may forward a chain copy to: preflight checks that it reaches each one's sshd there. */
+    peers: readonly PreflightPeer[];
 }
 
 /** Facts the preflight reports about a host. */
@@ -38,12 +43,15 @@ export class SparkNode extends pulumi.ComponentResource {
     public readonly ssh: SshTarget;
     /** The host directory for per-node state, which preflight creates. */
     public readonly stateDir: string;
+    /** This host as a member of a chain copy: reached by the operator at `ssh`, by the host before it at its peer address. */
+    public readonly member: ChainMember;
 
     constructor(name: string, args: SparkNodeArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-cluster:index:SparkNode", name, {}, opts);
         this.node = args.node;
         this.ssh = args.ssh;
         this.stateDir = args.stateDir;
+        this.member = { node: args.node.name, target: args.ssh, peerHost: args.peerHost };
 
         this.provider = new docker.Provider(
             `${name}-docker`,
@@ -53,7 +61,7 @@ export class SparkNode extends pulumi.ComponentResource {
 
         this.preflight = new command.local.Command(
             `${name}-preflight`,
-            { create: preflightCommand(args.ssh, args.node, args.stateDir, args.ports) },
+            { create: preflightCommand(args.ssh, args.node, args.stateDir, args.ports, args.peers) },
             { parent: this },
         );
 

@@ -10,6 +10,7 @@ import { dashboardTunnelHint } from "./builders/ray";
 import { nativeRankContainerArgs, serveContainerArgs } from "./builders/serveContainers";
 import { remoteStepCommand } from "./builders/remoteStep";
 import { sshTargetOf } from "./builders/ssh";
+import { chainPeers, peerHost } from "./builders/peers";
 import { joinFingerprint } from "./builders/vllm";
 import { Roster } from "./providers/roster";
 import { stackContainersRemoveStep } from "./builders/node";
@@ -64,7 +65,9 @@ function sparkNodes(cfg: ClusterConfig): Map<string, SparkNode> {
     const hosts = new Map<string, SparkNode>();
     for (const node of cfg.nodes) {
         const ssh = sshTargetOf(node, cfg.ssh);
-        hosts.set(node.name, new SparkNode(node.name, { node, ssh, stateDir: cfg.stateDir, ports: nodeListenPorts(cfg, node) }));
+        const ports = nodeListenPorts(cfg, node);
+        const peers = chainPeers(cfg, node);
+        hosts.set(node.name, new SparkNode(node.name, { node, ssh, stateDir: cfg.stateDir, ports, peerHost: peerHost(cfg, node), peers }));
     }
     return hosts;
 }

@@ -15,10 +15,15 @@ import { shellJoin, shellQuote, shellPath } from "./quote";
 import { base64, scriptFile, scriptsText } from "./remoteStep";
 import { OWN_CONNECTION, SshTarget, sshArgv } from "./ssh";
 
-/** One host in the chain and the known_hosts lines (from the operator's file) that authenticate it. */
+/**
+ * One host in the chain, the known_hosts lines (from the operator's file, under its `target` address) that
+ * authenticate it, and the address the host before it dials (`peerHost`: its fabric IP by default; `target.host`
+ * when unset). Its host key is checked against those lines whichever address is dialled.
+ */
 export interface ChainHop {
     node: string;
     target: SshTarget;
+    peerHost?: string;
     knownHosts: string[];
 }
 
@@ -59,9 +64,10 @@ export function chainEnds(names: readonly string[], arg = ""): ChainEnds {
 function nextArgs(hops: ChainHop[]): string[] {
     return hops.flatMap((h) => [
         h.node,
-        `${h.target.user}@${h.target.host}`,
+        `${h.target.user}@${h.peerHost ?? h.target.host}`,
         String(h.target.port),
         base64(h.knownHosts.join("\n") + "\n"),
+        knownHostsName(h.target),
     ]);
 }
 

@@ -8,11 +8,21 @@ import { LABEL } from "../contract";
 import { RemoteStep, remoteStepCommand } from "./remoteStep";
 import type { SshTarget } from "./ssh";
 
+/** A host that a chain copy may forward to from the host under check, at the address and port it will dial. */
+export interface PreflightPeer {
+    node: string;
+    host: string;
+    port: number;
+    /** Which address that is (distribution.network), for the error. */
+    network: "fabric" | "management";
+}
+
 /**
- * The preflight step of node `n`: `ports` are the host ports its containers will listen on (none: no port check);
- * it prints one JSON line of facts, {"node","arch","dockerVersion","gpusSeen"}.
+ * The preflight step of node `n`: `ports` are the host ports its containers will listen on (none: no port check),
+ * `peers` the hosts it may forward a chain copy to (each must answer as an sshd there); it prints one JSON line of
+ * facts, {"node","arch","dockerVersion","gpusSeen"}.
  */
-export function preflightStep(n: NodeConfig, stateDir: string, ports: readonly number[]): RemoteStep {
+export function preflightStep(n: NodeConfig, stateDir: string, ports: readonly number[], peers: readonly PreflightPeer[] = []): RemoteStep {
     const args = [
         `node=${n.name}`,
         `login=${n.sshUser}@${n.sshHost}`,
@@ -22,10 +32,17 @@ export function preflightStep(n: NodeConfig, stateDir: string, ports: readonly n
         `gpu-runtime=${n.gpuRuntime}`,
         `gpus=${n.gpus}`,
         ...(ports.length > 0 ? [`ports=${ports.join(",")}`, `managed-label=${LABEL.managed}`] : []),
+        ...peers.map((p) => `ssh-peer=${p.node}@${p.host}:${p.port}:${p.network}`),
     ];
     return { what: `preflight on node ${n.name}`, script: "preflight.sh", args };
 }
 
-export function preflightCommand(t: SshTarget, n: NodeConfig, stateDir: string, ports: readonly number[]): string {
-    return remoteStepCommand(t, preflightStep(n, stateDir, ports));
+export function preflightCommand(
+    t: SshTarget,
+    n: NodeConfig,
+    stateDir: string,
+    ports: readonly number[],
+    peers: readonly PreflightPeer[] = [],
+): string {
+    return remoteStepCommand(t, preflightStep(n, stateDir, ports, peers));
 }

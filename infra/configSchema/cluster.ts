@@ -7,6 +7,7 @@ import { evenIfInvalid, problem, valid, validFields } from "./rules";
 import { serveFields, serveSchema } from "./serve";
 import {
     ImageConfig,
+    distributionSchema,
     imageFields,
     imageSchema,
     modelFields,
@@ -26,6 +27,7 @@ export const clusterFields = {
     ray: raySchema,
     native: nativeSchema,
     ssh: requiredSection(sshSchema),
+    distribution: distributionSchema,
     /** Per-host state (API key file, Ray session dir); the SSH user must be able to write it. */
     stateDir: withDefault(hostDir(), "/var/lib/vllm-cluster"),
     /** ray: vLLM on a Ray cluster; native: vLLM's own multi-node rendezvous, no Ray. */
@@ -211,6 +213,7 @@ function assemble(c: z.output<typeof sectionsSchema>) {
         /** Read and validated for every backend; only the native backend uses it. */
         native: c.native,
         ssh: c.ssh,
+        distribution: c.distribution,
         stateDir: c.stateDir,
         backend: c.backend,
     };

@@ -118,6 +118,23 @@ export const nativeSchema = optionalSection(section(nativeFields));
 export type NativeConfig = z.output<typeof nativeSchema>;
 
 /**
+ * How hosts copy to each other (the image and model chains). The operator's own connections (every ssh, the docker
+ * provider) always use the management address (`nodes[].sshHost`).
+ */
+export const distributionFields = {
+    /**
+     * fabric (default): a host dials the next host of a chain at its fabric IP (`nodes[].fabricIp`, same ssh port),
+     * the fast link on the target hardware; its host key is still checked against the operator's known_hosts entry
+     * for the node's sshHost. management: at its sshHost, as the operator does.
+     */
+    network: withDefault(oneOf(["fabric", "management"]), "fabric"),
+};
+
+export const distributionSchema = optionalSection(section(distributionFields));
+
+export type DistributionConfig = z.output<typeof distributionSchema>;
+
+/**
  * Files on the machine running Pulumi, handed to ssh (which expands `~`, so they may be relative to home) and to
  * the docker provider's ssh options, where a space or quote would split or break the option.
  */

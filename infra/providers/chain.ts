@@ -7,7 +7,10 @@ import { runBash } from "./bash";
 /** One host that takes part in a chain copy, in chain order. */
 export interface ChainMember {
     node: string;
+    /** How the operator reaches it (the management address). */
     target: SshTarget;
+    /** The address the host before it in a chain dials (distribution.network): its fabric IP, or target.host. */
+    peerHost?: string;
 }
 
 async function knownHostsOf(m: ChainMember): Promise<string[]> {

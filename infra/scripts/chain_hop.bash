@@ -11,8 +11,10 @@
 # what the chain carries: the functions save (writes the stream; `$what` is the source's argument, `$d` a private
 # temp dir), load (consumes it), optionally check (on the source, before any connection; its failure ends the
 # copy), and load_name (how a failed load is named). ARG is their argument (`$arg`), as base64 of "x<arg>x". NEXT is, per
-# following host: its node name, user@address, ssh port and known_hosts lines (base64). The next host's key is
-# checked against those lines only, with the key from the forwarded agent. `tee -p` keeps feeding the rest of the
+# following host: its node name, user@address (the address this host dials: its fabric IP by default), ssh port,
+# known_hosts lines (base64) and the name those lines are filed under (the operator's address for it, `[host]:port`
+# off port 22). The next host's key is checked against those lines only, under that name whichever address is
+# dialled (HostKeyAlias), with the key from the forwarded agent. `tee -p` keeps feeding the rest of the
 # chain if this host's load fails, and this host's load going on if the rest fails; the operator then verifies
 # what every host holds.
 set -uo pipefail
@@ -29,12 +31,12 @@ check() { :; }
 eval "$(printf %s "$ends" | base64 -d)" || exit 1
 
 forward() {
-    local node=$1 dest=$2 port=$3
+    local node=$1 dest=$2 port=$3 alias=$5
     printf %s "$4" | base64 -d >"$d/known_hosts" || exit 1
-    shift 4
+    shift 5
     # shellcheck disable=SC2016 # the $ signs are for the next host's shell
     ssh -A -F none -o "UserKnownHostsFile=$d/known_hosts" -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes \
-        -o BatchMode=yes -o ConnectTimeout=10 -p "$port" -- "$dest" \
+        -o "HostKeyAlias=$alias" -o BatchMode=yes -o ConnectTimeout=10 -p "$port" -- "$dest" \
         "bash -c 'eval \"\$(printf %s \"\$1\" | base64 -d)\"' hop $self $ends $arg64 load $node $*"
 }
 

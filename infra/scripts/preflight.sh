@@ -4,13 +4,16 @@
 #
 #   preflight.sh node=NAME login=USER@HOST state-dir=DIR fabric-interface=IF fabric-ip=IP
 #                gpu-runtime=nvidia|none gpus=N [ports=P,P,...] [managed-label=LABEL]
+#                [ssh-peer=NODE@ADDRESS:PORT:NETWORK ...]
 #
+# Each ssh-peer is a host this one may forward a chain copy (image, model) to, at the address it will dial
+# (NETWORK: fabric or management, for the error): it must answer there as an sshd (its banner) within 5 s.
 # It also creates the node's state directory <state-dir>/<node> with its tmp (the /tmp of every container of the
 # node) and cache (their compile caches), as the login user and private to it (0700), refusing one that another
 # user owns. Prints one JSON line of facts: {"node","arch","dockerVersion","gpusSeen"}.
 set -u
 
-node='' login='' state_dir='' fabric_if='' fabric_ip='' gpu_runtime='' gpus='' ports='' managed_label=''
+node='' login='' state_dir='' fabric_if='' fabric_ip='' gpu_runtime='' gpus='' ports='' managed_label='' peers=''
 for a in "$@"; do
     case "$a" in
         node=*) node=${a#*=} ;;
@@ -22,6 +25,7 @@ for a in "$@"; do
         gpus=*) gpus=${a#*=} ;;
         ports=*) ports=$(printf '%s' "${a#*=}" | tr ',' ' ') ;;
         managed-label=*) managed_label=${a#*=} ;;
+        ssh-peer=*) peers="$peers ${a#*=}" ;;
         *) echo "preflight: unknown argument: $a" >&2; exit 2 ;;
     esac
 done
@@ -81,6 +85,23 @@ if [ -n "$ports" ]; then
             fi
         fi
     fi
+fi
+
+# A chain copy leaves this host for each peer's sshd at the address the stack chose (distribution.network). Only
+# bash opens a TCP connection without extra tools; the chain's hop script needs bash anyway.
+if [ -n "$peers" ]; then
+    command -v bash >/dev/null 2>&1 || fail "bash not found (the chain copies run their hops in bash)"
+    command -v timeout >/dev/null 2>&1 || fail "timeout (coreutils) not found"
+    for p in $peers; do
+        peer=${p%%@*} rest=${p#*@}
+        network=${rest##*:} rest=${rest%:*}
+        addr=${rest%:*} pport=${rest##*:}
+        # shellcheck disable=SC2016 # the $ signs are for the inner bash
+        if ! timeout 5 bash -c 'exec 3<>"/dev/tcp/$0/$1" && IFS= read -r l <&3 && case $l in SSH-*) exit 0 ;; esac; exit 1' \
+            "$addr" "$pport" 2>/dev/null; then
+            fail "cannot reach node $peer's sshd at $addr:$pport on the $network network (distribution.network=$network: chain copies go from node $node to node $peer there); check the link and that sshd listens on $addr, or set distribution.network"
+        fi
+    done
 fi
 
 if [ "$gpu_runtime" = nvidia ]; then

@@ -179,3 +179,21 @@ test("diff: a host without the image or a new member is a change; read re-inspec
     expect((read.props as { imageIds: Record<string, string> }).imageIds["spark-3"]).toBe("");
     expect((await imageChainProvider.diff!("id", r.outs, inputs([2, 3, 4]))).changes).toBe(true);
 });
+
+test("over the fabric: each host dials the next at its fabric IP, checking the key filed under its management address", async () => {
+    const fabric = (i: number) => ({ ...member(i), peerHost: `10.8.0.${10 + i}` });
+    await imageChainProvider.create!({ ref: "img:1", source: source(), members: [2, 3, 4].map(fabric) });
+    const want = fs.readFileSync(image(target(1)));
+    for (const i of [2, 3, 4]) expect(fs.readFileSync(image(target(i))).equals(want)).toBe(true);
+    const ssh = hops();
+    // the operator reaches the source at its management address; host to host goes over the fabric
+    expect(ssh.map((l) => l.split(" agent=")[0])).toEqual([
+        "operator -> 10.9.0.11",
+        "10.9.0.11 -> 10.8.0.12 as 10.9.0.12",
+        "10.9.0.12 -> 10.8.0.13 as 10.9.0.13",
+        "10.9.0.13 -> 10.8.0.14 as 10.9.0.14",
+    ]);
+    // the only key each hop trusts is the operator's entry for the next node, whatever address it dials
+    expect(ssh[2]).toContain(`kh=10.9.0.13 ${hostKey(3)}|`);
+    expect(ssh.join("\n")).not.toContain("kh=10.8.");
+});

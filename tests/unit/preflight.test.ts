@@ -1,6 +1,7 @@
 /** infra/scripts/preflight.sh, run as a file with the arguments its step gives it, against stand-in docker, ip and ss. */
-import { SpawnSyncOptionsWithStringEncoding, spawnSync } from "child_process";
+import { SpawnSyncOptionsWithStringEncoding, spawn, spawnSync } from "child_process";
 import * as fs from "fs";
+import * as net from "net";
 import * as os from "os";
 import * as path from "path";
 import type { NodeConfig } from "../../infra/config";
@@ -204,4 +205,64 @@ describe("preflight", () => {
         expect(JSON.parse(noSs.stdout)).toMatchObject({ node: "spark-1", gpusSeen: 1 });
         fs.rmSync(dir, { recursive: true });
     });
+
+    test("ssh peers: an sshd answering at each peer's address passes; none, or something else, fails naming both nodes", async () => {
+        // two real listeners on loopback, in a child process: one speaks SSH's banner, one HTTP
+        const server = spawn("python3", ["-c", PEER_SERVER], { stdio: ["ignore", "pipe", "inherit"] });
+        try {
+            const [sshPort, httpPort] = await new Promise<number[]>((resolve, reject) => {
+                server.stdout.once("data", (b: Buffer) => resolve(b.toString().trim().split(" ").map(Number)));
+                server.once("exit", (c) => reject(new Error(`peer server exited (${c})`)));
+            });
+            const dir = fs.mkdtempSync(path.join(os.tmpdir(), "preflight-peers-"));
+            fs.writeFileSync(path.join(dir, "docker"), "#!/bin/sh\necho 28.0.1\n", { mode: 0o755 });
+            fs.writeFileSync(path.join(dir, "ip"), `#!/bin/sh\necho "3: fabric0    inet 10.232.0.12/24 scope global fabric0"\n`, {
+                mode: 0o755,
+            });
+            const env = { ...process.env, PATH: `${dir}:${process.env.PATH}` };
+            const peer = (port: number, node = "spark-1") => ({ node, host: "127.0.0.1", port, network: "fabric" as const });
+            const run = (peers: ReturnType<typeof peer>[]) => {
+                const [sh, ...args] = localStepArgv(preflightStep(sim, path.join(dir, "state"), [], peers));
+                return spawnSync(sh, args, { encoding: "utf8", env });
+            };
+            const ok = run([peer(sshPort)]);
+            expect([ok.status, ok.stderr]).toEqual([0, ""]);
+            const closed = await freePort();
+            const none = run([peer(sshPort), peer(closed, "spark-3")]);
+            expect(none.status).toBe(1);
+            expect(none.stderr.trim()).toBe(
+                `preflight failed on node spark-2 (root@10.231.0.12): cannot reach node spark-3's sshd at 127.0.0.1:${closed} on the ` +
+                    "fabric network (distribution.network=fabric: chain copies go from node spark-2 to node spark-3 there); check the " +
+                    "link and that sshd listens on 127.0.0.1, or set distribution.network",
+            );
+            const http = run([peer(httpPort)]);
+            expect(http.status).toBe(1);
+            expect(http.stderr).toContain(`cannot reach node spark-1's sshd at 127.0.0.1:${httpPort} on the fabric network`);
+            fs.rmSync(dir, { recursive: true });
+        } finally {
+            server.kill();
+        }
+    });
 });
+
+/** Two loopback listeners: the first answers with an SSH banner, the second with an HTTP status line. Prints both ports. */
+const PEER_SERVER = `
+import select, socket
+socks = []
+for banner in (b"SSH-2.0-OpenSSH_9.2p1\\r\\n", b"HTTP/1.1 400 Bad Request\\r\\n"):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8); socks.append((s, banner))
+print(" ".join(str(s.getsockname()[1]) for s, _ in socks), flush=True)
+while True:
+    for r in select.select([s for s, _ in socks], [], [], 60)[0]:
+        c, _ = r.accept(); c.sendall(dict(socks)[r]); c.close()
+`;
+
+/** A loopback port nothing listens on (bound, then released). */
+function freePort(): Promise<number> {
+    return new Promise((resolve) => {
+        const srv = net.createServer().listen(0, "127.0.0.1", () => {
+            const port = (srv.address() as net.AddressInfo).port;
+            srv.close(() => resolve(port));
+        });
+    });
+}

@@ -604,8 +604,17 @@ describe("restart scope: exactly these resources see changed inputs", () => {
             ],
             removed: [],
             // the roster records the new member: the gate re-runs after it
-            // the chain gains a member (it copies to spark-3 only: the others hold the image)
-            changed: ["cluster-ready-probe", "image-chain", "roster", "serve-container", "serve-readiness"],
+            // the chain gains a member (it copies to spark-3 only: the others hold the image), and the other hosts'
+            // preflights re-run to check that they reach spark-3's sshd on the fabric
+            changed: [
+                "cluster-ready-probe",
+                "image-chain",
+                "roster",
+                "serve-container",
+                "serve-readiness",
+                "spark-1-preflight",
+                "spark-2-preflight",
+            ],
         });
     });
 });
