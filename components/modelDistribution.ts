@@ -9,6 +9,8 @@ export interface ModelDistributionArgs {
     sourceNode: string;
     /** Every node of the stack, in stack order (the chain's order). */
     nodes: SparkNode[];
+    /** How many streams each link of the chain carries at once (distribution.modelStreams). */
+    streams: number;
     /** What must pass before the model is read or copied: every host's preflight. */
     after: pulumi.Input<pulumi.Resource>[];
 }
@@ -36,6 +38,7 @@ export class ModelDistribution extends pulumi.ComponentResource {
                 hostPath: args.hostPath,
                 source: source.member,
                 members: args.nodes.filter((n) => n !== source).map((n) => n.member),
+                streams: args.streams,
             },
             { parent: this, dependsOn: args.after },
         );

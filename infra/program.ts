@@ -120,6 +120,7 @@ export function buildCluster(
               hostPath: cfg.model.hostPath,
               sourceNode: cfg.model.source,
               nodes: [...hosts.values()],
+              streams: cfg.distribution.modelStreams,
               after: preflights,
           })
         : undefined;

@@ -141,21 +141,31 @@ export function fileBatches(files: string[]): string[][] {
 /** The `save` argument that sends every file of the source's directory, listed when the stream starts. */
 export const ALL_FILES = "all";
 
+/** One of the parallel streams a model copy runs along the chain: stream `index` (from 0) of `count`. */
+export interface StreamShare {
+    index: number;
+    count: number;
+}
+
+/** A copy in one stream. */
+export const ONE_STREAM: StreamShare = { index: 0, count: 1 };
+
 /**
- * The ends of the model chain (infra/scripts/model_ends.bash, model_lib.bash in front), the directory their argument:
- * `save FILES` on the source (FILES: the paths, NUL-separated, base64, or ALL_FILES) packs them with links followed,
- * `load NODE` unpacks into the directory on each host, owned by the login user whatever the source's owners and
- * modes. The source refuses before any connection when the directory is missing, holds no file, a broken link or a
- * link that leads outside it.
+ * The ends of the model chain (infra/scripts/model_ends.bash, model_lib.bash in front); their argument is the stream's
+ * share and the directory: `save FILES` on the source (FILES: the paths, NUL-separated, base64, or ALL_FILES) packs
+ * this stream's share of them with links followed (the largest files first, each to the stream with the fewest bytes
+ * so far, the same split in every stream), `load NODE` unpacks into the directory on each host, owned by the login
+ * user whatever the source's owners and modes. The source refuses before any connection when the directory is
+ * missing, holds no file, a broken link or a link that leads outside it.
  */
-export function modelEnds(hostPath: string): ChainEnds {
-    return chainEnds(["model_lib.bash", "model_ends.bash"], hostPath);
+export function modelEnds(hostPath: string, share: StreamShare = ONE_STREAM): ChainEnds {
+    return chainEnds(["model_lib.bash", "model_ends.bash"], `${share.index}/${share.count}\n${hostPath}`);
 }
 
 /**
  * The operator's bash script for one chain copy of `files` (paths under `hostPath`, or ALL_FILES) from the source
- * host to `hops` in order. Exits non-zero when any link fails; the caller then compares every host's manifest with
- * the source's.
+ * host to `hops` in order, as stream `share` (its part of the files). Exits non-zero when any link fails; the caller
+ * then compares every host's manifest with the source's.
  */
 export function modelChainCopyScript(
     source: SshTarget,
@@ -163,6 +173,7 @@ export function modelChainCopyScript(
     files: string[] | typeof ALL_FILES,
     hops: ChainHop[],
     key: SshTarget,
+    share: StreamShare = ONE_STREAM,
 ): string {
     if (hops.length === 0 || files.length === 0) {
         throw new Error("modelChainCopyScript: no hop or no file");
@@ -170,5 +181,5 @@ export function modelChainCopyScript(
     const list = files === ALL_FILES ? ALL_FILES : Buffer.from(files.map((f) => `${f}\0`).join("")).toString("base64");
     const path = [source, ...hops.map((h) => h.target)];
     const agent = chainAgentScript(key, path, "the model chain needs a key without a passphrase");
-    return [...agent, hopSsh(source, modelEnds(hostPath), ["save", list], hops)].join("\n");
+    return [...agent, hopSsh(source, modelEnds(hostPath, share), ["save", list], hops)].join("\n");
 }

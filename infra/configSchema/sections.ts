@@ -128,6 +128,11 @@ export const distributionFields = {
      * for the node's sshHost. management: at its sshHost, as the operator does.
      */
     network: withDefault(oneOf(["fabric", "management"]), "fabric"),
+    /**
+     * How many ssh streams each link of the model chain carries at once, the model's files spread over them (the
+     * largest first, each to the stream with the fewest bytes): one stream's cipher tops out far below the fabric.
+     */
+    modelStreams: int({ min: 1, max: 16 }).default(4),
 };
 
 export const distributionSchema = optionalSection(section(distributionFields));

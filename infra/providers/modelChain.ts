@@ -21,12 +21,15 @@ export interface ModelChainInputs {
     source: pulumi.Input<ChainMember>;
     /** The hosts to fill, in chain order (the source host is not one of them). */
     members: pulumi.Input<ChainMember[]>;
+    /** How many streams each link carries at once, the files spread over them (distribution.modelStreams). */
+    streams: pulumi.Input<number>;
 }
 
 interface State {
     hostPath: string;
     source: ChainMember;
     members: ChainMember[];
+    streams?: number;
     /** The source's manifest digest (the model's content checksum), its file count and total size. */
     digest?: string;
     files?: number;
@@ -71,16 +74,22 @@ function summary(s: State, seen: Seen): Pick<State, "digest" | "files" | "bytes"
 }
 
 /**
- * Runs the chain copy of `files` (or ALL_FILES) to `receivers`, in as many runs as the file list needs; stops at the
- * first failure.
+ * Runs the chain copy of `files` (or ALL_FILES) to `receivers`, in as many runs as the file list needs, each run as
+ * `streams` chains at once that split its files; stops after the first run with a failed stream.
  */
 async function copy(s: State, files: string[] | typeof ALL_FILES, receivers: ChainMember[]): Promise<BashResult | undefined> {
     const hops = await hopsOf(receivers);
     const runs: (string[] | typeof ALL_FILES)[] = files === ALL_FILES ? [ALL_FILES] : fileBatches(files);
     for (const batch of runs) {
-        const r = await runBash(modelChainCopyScript(s.source.target, s.hostPath, batch, hops, receivers[0].target));
-        if (r.code !== 0) {
-            return r;
+        // never more streams than files: an empty stream would only cost its connections
+        const count = Math.max(1, Math.min(s.streams ?? 1, batch === ALL_FILES ? Infinity : batch.length));
+        const shares = Array.from({ length: count }, (_, index) => ({ index, count }));
+        const results = await Promise.all(
+            shares.map((share) => runBash(modelChainCopyScript(s.source.target, s.hostPath, batch, hops, receivers[0].target, share))),
+        );
+        const failed = results.find((r) => r.code !== 0);
+        if (failed) {
+            return failed;
         }
     }
     return undefined;
@@ -124,7 +133,9 @@ async function converge(s: State): Promise<State> {
         return { ...s, ...summary(s, seen), copied: [] };
     }
     // A member that differs only by files the source lacks gets nothing: those are left in place, never deleted.
-    const receivers = needy.filter((m) => filesToSend(seen.source, [m.seen]).length > 0).map(({ node, target }) => ({ node, target }));
+    const receivers = needy
+        .filter((m) => filesToSend(seen.source, [m.seen]).length > 0)
+        .map(({ node, target, peerHost }) => ({ node, target, peerHost }));
     const files = filesToSend(
         seen.source,
         needy.map((m) => m.seen),

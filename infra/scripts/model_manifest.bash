@@ -42,7 +42,7 @@ if [ "$landed_only" != yes ]; then
 fi
 landed_dir . || exit 1
 declare -A sums=()
-for r in "$landed"/r.*; do
+for r in "$landed"/s*/r.*; do
     [ -f "$r" ] || continue
     { IFS= read -r -d '' k && IFS= read -r -d '' v && sums[$k]=$v; } <"$r"
 done

@@ -117,7 +117,12 @@ test("the scripts are valid bash; the file list travels base64 in the command li
     const script = modelChainCopyScript(target(1), HOST_PATH, ["config.json", "a b"], [h(2), h(3)], target(2));
     execFileSync("bash", ["-n", "-c", script]);
     expect(script).toContain(Buffer.from("config.json\0a b\0").toString("base64"));
-    expect(modelEnds(HOST_PATH)).toEqual({ script: expect.stringContaining('tar -C "$arg" -chf - --null -T') as string, arg: HOST_PATH });
+    // the argument: this stream's share (stream 0 of 1 by default), then the directory
+    expect(modelEnds(HOST_PATH)).toEqual({
+        script: expect.stringContaining('tar -C "$arg" -chf - --null -T') as string,
+        arg: `0/1\n${HOST_PATH}`,
+    });
+    expect(modelEnds(HOST_PATH, { index: 2, count: 4 }).arg).toBe(`2/4\n${HOST_PATH}`);
     // the stamps the landing records are made with are the ones the tests (and the program's docs) name
     expect(scriptFile("model_lib.bash").text).toContain(`export FILE_STAMP='${FILE_STAMP}'`);
 });
@@ -190,13 +195,15 @@ function landedDir(m: string): string {
     const st = fs.statSync(m);
     return path.join(landedRoot(), `${st.dev}-${st.ino}`);
 }
-/** The records there: stamp -> sha256sum line. */
+/** The records there, every stream's (one subdirectory each): stamp -> sha256sum line. */
 function landedRecords(m: string): Record<string, string> {
     const d = landedDir(m);
     const out: Record<string, string> = {};
-    for (const f of fs.existsSync(d) ? fs.readdirSync(d) : []) {
-        const [stamp, line] = fs.readFileSync(path.join(d, f), "utf8").split("\0");
-        out[stamp] = line;
+    for (const s of fs.existsSync(d) ? fs.readdirSync(d) : []) {
+        for (const f of fs.readdirSync(path.join(d, s))) {
+            const [stamp, line] = fs.readFileSync(path.join(d, s, f), "utf8").split("\0");
+            out[stamp] = line;
+        }
     }
     return out;
 }
@@ -222,8 +229,8 @@ test("the manifest after a copy takes a landed hash only while the file's stamp 
     const real = tree(m);
     const forged = "f".repeat(64);
     const forge = () => {
-        fs.mkdirSync(landedDir(m), { recursive: true });
-        fs.writeFileSync(path.join(landedDir(m), "r.1"), `${stampOf(m, "config.json")}\0${forged}  config.json\0`);
+        fs.mkdirSync(path.join(landedDir(m), "s0"), { recursive: true });
+        fs.writeFileSync(path.join(landedDir(m), "s0", "r.1"), `${stampOf(m, "config.json")}\0${forged}  config.json\0`);
     };
     const manifest = (landed: boolean) =>
         parseManifest(
@@ -384,13 +391,14 @@ test("the source's own check refuses such a link too (a link made after the mani
             "hop",
             "self",
             b64(modelEnds(HOST_PATH).script),
-            b64(`x${HOST_PATH}x`),
+            b64(`x${modelEnds(HOST_PATH).arg}x`),
             "save",
             ALL_FILES,
             node(2),
             "root@10.9.0.12",
             "22",
             kh,
+            "10.9.0.12",
         ],
         { encoding: "utf8" },
     );
@@ -434,4 +442,60 @@ test("diff: false while every member matches; a changed member file (seen by rea
     const again = (await modelChainProvider.read!("id", r.outs)).props as Outs;
     expect(again.digest).not.toBe((r.outs as Outs).digest);
     expect((await modelChainProvider.diff!("id", again, inputs([2, 3]))).changes).toBe(true);
+});
+
+test("parallel streams: every link carries N streams at once, the files split between them, the same model everywhere", async () => {
+    for (const [name, kib] of [
+        ["shard-1", 900],
+        ["shard-2", 700],
+        ["shard-3", 500],
+        ["shard-4", 300],
+    ] as const) {
+        fs.writeFileSync(path.join(modelDir(1), name), Buffer.alloc(kib << 10, name.length + kib));
+    }
+    const r = await modelChainProvider.create!({ ...inputs([2, 3]), streams: 3 });
+    const want = tree(modelDir(1));
+    for (const i of [2, 3]) expect(tree(modelDir(i))).toEqual(want);
+    // three chains: three connections on every link, none through the operator but to the source
+    const count = (l: string) => hops().filter((h) => h === l).length;
+    expect(hops()).toHaveLength(9);
+    expect([count("operator -> 10.9.0.11"), count("10.9.0.11 -> 10.9.0.12"), count("10.9.0.12 -> 10.9.0.13")]).toEqual([3, 3, 3]);
+    expect((r.outs as Outs).copied).toEqual(["spark-2", "spark-3"]);
+    // each stream kept its landing records apart, and the check after the copy took them all and removed them
+    expect(fs.readdirSync(landedRoot())).toEqual([]);
+});
+
+test("never more streams than files to send: one file goes in one stream", async () => {
+    const r = await modelChainProvider.create!({ ...inputs([2]), streams: 4 });
+    fs.writeFileSync(path.join(modelDir(2), "config.json"), "changed\n");
+    fs.rmSync(path.join(dir, "ssh.log"));
+    await modelChainProvider.update!("id", r.outs, { ...inputs([2]), streams: 4 });
+    expect(hops()).toEqual(["operator -> 10.9.0.11", "10.9.0.11 -> 10.9.0.12"]);
+    expect(tree(modelDir(2))).toEqual(tree(modelDir(1)));
+});
+
+test("the split: every file in exactly one stream, the largest first to the stream with the fewest bytes", () => {
+    const m = fs.mkdtempSync(path.join(dir, "split-"));
+    const sizes: Record<string, number> = { a: 10, b: 70, "c d": 40, e: 30, f: 30, g: 5 };
+    for (const [f, n] of Object.entries(sizes)) fs.writeFileSync(path.join(m, f), Buffer.alloc(n));
+    fs.writeFileSync(
+        path.join(dir, "list"),
+        Object.keys(sizes)
+            .map((f) => `${f}\0`)
+            .join(""),
+    );
+    const shareOf = (index: number, count: number) =>
+        execFileSync("bash", ["-c", `${modelEnds(m, { index, count }).script}\nshare_of "$1"`, "ends", path.join(dir, "list")], {
+            encoding: "utf8",
+            env: { ...process.env, arg: `${index}/${count}\n${m}` },
+        })
+            .split("\0")
+            .filter((f) => f !== "");
+    expect(shareOf(0, 1)).toEqual(Object.keys(sizes));
+    // 70 | 40 | 30+10 ... : b, then c d, then e, f to the lightest, and so on; the same split from every stream
+    expect([0, 1, 2].map((i) => shareOf(i, 3))).toEqual([["b"], ["c d", "a", "g"], ["e", "f"]]);
+    const two = [0, 1].map((i) => shareOf(i, 2));
+    expect(two.flat().sort()).toEqual(Object.keys(sizes).sort());
+    const bytes = two.map((s) => s.reduce((t, f) => t + sizes[f], 0));
+    expect(bytes).toEqual([100, 85]);
 });
