@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# stage: image distribution bench (image: chain vs relay, and the model chain, to N hosts over capped links; bench/distribution.test.ts)
+# stage: image distribution bench (image: chain over the fabric or management vs relay, and the model chain with 1-4 streams, to N hosts on links shaped like the target; bench/distribution.test.ts)
 #
-#   sudo npm run bench:distribution              N = 1, 2, 4 (5 simulated hosts), 256 MiB, 200 Mbit/s links,
-#                                                3 repeats; writes bench/distribution.json (about 10 minutes)
-#   sudo npm run bench:distribution -- --smoke   N = 1, 2 once with 32 MiB into a temporary directory (npm test)
+#   sudo npm run bench:distribution              N = 1, 2, 4 (5 simulated hosts), 256 MiB, management links at
+#                                                100 Mbit/s and fabric links at 1 Gbit/s (testbed shape), model
+#                                                streams 1, 2, 4 shaped and uncapped, 3 repeats; writes
+#                                                bench/distribution.json (about 25 minutes)
+#   sudo npm run bench:distribution -- --smoke   N = 1, 2 once with 32 MiB, streams 1 and 4 shaped only, into a
+#                                                temporary directory (npm test)
 #   sudo npm run bench:distribution -- -t model  one part (image or model); the other keeps its last figures
 #
 # Env: VCL_DIST_N (e.g. 1,2,4), VCL_DIST_MB (image), VCL_DIST_MODEL_MB (model; default: the image's),
-#      VCL_DIST_RATE (tc rate, or off), VCL_BENCH_REPEATS.
+#      VCL_DIST_MGMT_RATE and VCL_DIST_FABRIC_RATE (tc rates, or off), VCL_DIST_STREAMS (e.g. 1,2,4),
+#      VCL_DIST_UNCAPPED (0: no uncapped stream runs), VCL_BENCH_REPEATS.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 1
@@ -16,7 +20,7 @@ export VCL_BENCH_OUT=$root/bench VCL_BENCH_REPEATS=${VCL_BENCH_REPEATS:-3} VCL_D
 if [[ ${1:-} == --smoke ]]; then
   shift
   VCL_BENCH_OUT=$(mktemp -d "${TMPDIR:-/tmp}/vcl-dist.XXXXXX") VCL_BENCH_REPEATS=1 VCL_DIST_N=1,2
-  export VCL_DIST_MB=${VCL_DIST_MB:-32}
+  export VCL_DIST_MB=${VCL_DIST_MB:-32} VCL_DIST_STREAMS=${VCL_DIST_STREAMS:-1,4} VCL_DIST_UNCAPPED=${VCL_DIST_UNCAPPED:-0}
 fi
 largest=$(tr ',' '\n' <<<"$VCL_DIST_N" | sort -n | tail -n 1)
 # shellcheck source=../tests/lib/testbed-stage.sh

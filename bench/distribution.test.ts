@@ -1,13 +1,15 @@
 /**
  * `npm run bench:distribution` (bench/distribution.sh): the time to put one image on N = 1, 2 and 4 simulated
- * hosts with every host's management link capped (tc, both directions), by the program's two distributions run
- * through their real providers: `chain` (ImageChain: each host loads and forwards at once) and `relay`
- * (ImagePresence per host: one `docker save | docker load` stream per host through the operator), and a raw
- * `ssh src docker save | ssh dst cat > /dev/null` of the same bytes over the same links. The source is spark-1;
- * the targets are spark-2.. in order. The image is random bytes (incompressible) made on spark-1 for the purpose.
+ * hosts on a testbed shaped like the target (`testbed shape`: every host's management link slow, its fabric link
+ * fast, both directions), by the program's distributions run through their real providers: `chain` with hops over
+ * the fabric (ImageChain, distribution.network: fabric, the default), the same chain over the management network,
+ * and `relay` (ImagePresence per host: one `docker save | docker load` stream per host through the operator), and a
+ * raw `docker save | ssh cat > /dev/null` of the same bytes over each network. The source is spark-1; the targets
+ * are spark-2.. in order. The image is random bytes (incompressible) made on spark-1 for the purpose.
  * Then the same for a model directory (`model.source`): ModelChain copies a Hugging Face-cache-like directory
- * (weights behind symlinks into blobs/) from spark-1 to N hosts, against a raw `ssh src tar -ch | ssh dst wc -c` of
- * the same bytes. It lives in the testbed's per-host directory (<state>/own), which each host sees on its own.
+ * (weights behind symlinks into blobs/) from spark-1 to N hosts over the fabric, with 1, 2 and 4 parallel streams
+ * per link (distribution.modelStreams) on the shaped links and uncapped, against a raw `tar -ch | ssh` of the same
+ * bytes over the fabric. It lives in the testbed's per-host directory (<state>/own), which each host sees on its own.
  * Writes distribution.json next to results.json and prints a table. Its only assertions are that each copy worked
  * (the loaded image ID, or every file's checksum, equals the source's).
  */
@@ -19,6 +21,7 @@ import type { SshTarget } from "../infra/builders/ssh";
 import { imageChainProvider } from "../infra/providers/imageChain";
 import { imagePresenceProvider } from "../infra/providers/imagePresence";
 import { modelChainProvider } from "../infra/providers/modelChain";
+import { distributionSchema } from "../infra/configSchema/sections";
 import { runArgv, sharedSshSocketDir } from "../tests/integration/hosts";
 
 const TESTBED = process.env.VCL_TESTBED_DIR ?? "/var/lib/vllm-cluster-testbed";
@@ -26,8 +29,14 @@ const OUT = process.env.VCL_BENCH_OUT ?? __dirname;
 const REPEATS = Number(process.env.VCL_BENCH_REPEATS ?? "3");
 const SIZES = (process.env.VCL_DIST_N ?? "1,2,4").split(",").map(Number);
 const MB = Number(process.env.VCL_DIST_MB ?? "256");
-/** Each host's management link, both directions (tc tbf); "off" leaves the links as they are. */
-const RATE = process.env.VCL_DIST_RATE ?? "200mbit";
+/** Each host's management and fabric links, both directions (`testbed shape`; "off": uncapped). */
+const MGMT_RATE = process.env.VCL_DIST_MGMT_RATE ?? "100mbit";
+const FABRIC_RATE = process.env.VCL_DIST_FABRIC_RATE ?? "1gbit";
+/** The model chain's stream counts to compare, and whether to compare them on uncapped links too. */
+const STREAMS = (process.env.VCL_DIST_STREAMS ?? "1,2,4").split(",").map(Number);
+const UNCAPPED = process.env.VCL_DIST_UNCAPPED !== "0";
+/** The program's default stream count (distribution.modelStreams). */
+const DEFAULT_STREAMS = distributionSchema.parse({}).modelStreams;
 const REF = `vcl-bench-blob:${MB}m`;
 const MODEL_MB = Number(process.env.VCL_DIST_MODEL_MB ?? MB);
 /** The bench model's root in every host's own directory, and the snapshot directory the program copies. */
@@ -39,7 +48,9 @@ interface TestbedHost {
     index: number;
     netns: string;
     mgmtIp: string;
+    fabricIp: string;
     sshPort: number;
+    dockerSocket: string;
 }
 const tb = JSON.parse(fs.readFileSync(path.join(TESTBED, "hosts.json"), "utf8")) as {
     sshUser: string;
@@ -55,11 +66,17 @@ const target = (h: TestbedHost): SshTarget => ({
     privateKeyPath: tb.sshPrivateKey,
     knownHostsFile: tb.knownHostsFile,
 });
+/** A member host of a chain: reached by the host before it at its fabric IP, or at its management address. */
+const member = (h: TestbedHost, network: "fabric" | "management" = "fabric") => ({
+    node: h.name,
+    target: target(h),
+    peerHost: network === "fabric" ? h.fabricIp : h.mgmtIp,
+});
 const [src, ...dsts] = tb.hosts;
 type Series = Record<string, number[]>;
 const record = (values: Series, k: string, v: number) => (values[k] ??= []).push(Math.round(v * 100) / 100);
 /** What distribution.json gets: one section per measured test. */
-const report: Record<string, unknown> = { repeats: REPEATS, rate: RATE };
+const report: Record<string, unknown> = { repeats: REPEATS, shape: { mgmt: MGMT_RATE, fabric: FABRIC_RATE } };
 
 async function sh(script: string, what: string, timeoutMs = 600_000): Promise<string> {
     const r = await runArgv(["bash", "-c", script], { timeoutMs });
@@ -68,19 +85,19 @@ async function sh(script: string, what: string, timeoutMs = 600_000): Promise<st
 }
 const on = (h: TestbedHost, cmd: string, what: string) => sh(`ssh -F ${tb.sshConfig} ${h.name} ${shellQuote(cmd)}`, what);
 
-/** Caps (or uncaps) a host's management link both ways: the bridge-side veth (into the host) and mgmt0 (out). */
-async function cap(h: TestbedHost, rate: string): Promise<void> {
-    const outside = `vcl-h${h.index}-m`;
-    const tbf = `tbf rate ${rate} burst 256kb latency 200ms`;
-    const cmds =
-        rate === "off"
-            ? [
-                  `tc qdisc del dev ${outside} root 2>/dev/null || true`,
-                  `ip netns exec ${h.netns} tc qdisc del dev mgmt0 root 2>/dev/null || true`,
-              ]
-            : [`tc qdisc replace dev ${outside} root ${tbf}`, `ip netns exec ${h.netns} tc qdisc replace dev mgmt0 root ${tbf}`];
-    await sh(cmds.join(" && "), `tc on ${h.name}`);
+/** Shapes every host's links (tests/testbed/testbed shape): "off" uncaps one. */
+async function shape(mgmt: string, fabric: string): Promise<void> {
+    const testbed = path.join(__dirname, "..", "tests", "testbed", "testbed");
+    await sh(`${shellQuote(testbed)} shape mgmt=${mgmt} fabric=${fabric}`, "testbed shape");
 }
+
+/** A shell command run as host `h` would run it, inside its network namespace (its links, its engine). */
+const inHost = (h: TestbedHost, cmd: string) => `ip netns exec ${h.netns} env DOCKER_HOST=${h.dockerSocket} sh -c ${shellQuote(cmd)}`;
+
+/** ssh from `from` to `to` over the fabric, as a chain hop dials it: the fabric IP, the key filed under the mgmt IP. */
+const fabricSsh = (to: TestbedHost, cmd: string) =>
+    `ssh -F none -i ${tb.sshPrivateKey} -o IdentitiesOnly=yes -o UserKnownHostsFile=${tb.knownHostsFile} ` +
+    `-o StrictHostKeyChecking=yes -o HostKeyAlias=${to.mgmtIp} -o BatchMode=yes ${tb.sshUser}@${to.fabricIp} ${shellQuote(cmd)}`;
 
 async function clear(hs: TestbedHost[]): Promise<void> {
     await Promise.all(hs.map((h) => on(h, `docker image rm --force ${REF} >/dev/null 2>&1; true`, `clearing ${h.name}`)));
@@ -108,8 +125,9 @@ async function timed(f: () => Promise<unknown>): Promise<number> {
     return (Date.now() - t0) / 1000;
 }
 
-async function chain(n: number): Promise<number> {
-    const members = dsts.slice(0, n).map((h) => ({ node: h.name, target: target(h) }));
+/** The chain to the first n targets; over the fabric (the default) or over the management network. */
+async function chain(n: number, network: "fabric" | "management" = "fabric"): Promise<number> {
+    const members = dsts.slice(0, n).map((h) => member(h, network));
     return timed(() => imageChainProvider.create!({ ref: REF, source: { kind: "host", node: src.name, target: target(src) }, members }));
 }
 
@@ -129,13 +147,15 @@ async function relay(n: number): Promise<number> {
     );
 }
 
-async function raw(): Promise<{ seconds: number; bytes: number }> {
+/** The image's bytes, once, from the source to the first target: over the fabric, or through the operator. */
+async function raw(network: "fabric" | "management"): Promise<{ seconds: number; bytes: number }> {
     let out = "";
+    const script =
+        network === "fabric"
+            ? `set -o pipefail; ${inHost(src, `docker save ${REF} | ${fabricSsh(dsts[0], "wc -c")}`)}`
+            : `set -o pipefail; ssh -F ${tb.sshConfig} ${src.name} docker save ${REF} | ssh -F ${tb.sshConfig} ${dsts[0].name} 'wc -c'`;
     const seconds = await timed(async () => {
-        out = await sh(
-            `set -o pipefail; ssh -F ${tb.sshConfig} ${src.name} docker save ${REF} | ssh -F ${tb.sshConfig} ${dsts[0].name} 'wc -c'`,
-            "raw stream",
-        );
+        out = await sh(script, `raw stream over the ${network} network`);
     });
     return { seconds, bytes: Number(out.trim()) };
 }
@@ -152,11 +172,11 @@ beforeAll(async () => {
     );
     const size = Number(await on(src, `docker image inspect --format '{{.Size}}' ${REF}`, "bench image size"));
     if (size < MB << 20) throw new Error(`bench image ${REF} on ${src.name} is ${size} bytes, expected ${MB} MiB`);
-    for (const h of tb.hosts) await cap(h, RATE);
+    await shape(MGMT_RATE, FABRIC_RATE);
 }, 600_000);
 
 afterAll(async () => {
-    for (const h of tb.hosts) await cap(h, "off").catch(() => undefined);
+    await shape("off", "off").catch(() => undefined);
     await clear(dsts).catch(() => undefined);
     await clearModel(dsts).catch(() => undefined);
     // a run of one part (jest -t) keeps the other part's last figures
@@ -185,7 +205,7 @@ function summarize(values: Series): Figures {
 function print(title: string, f: Figures["figures"], ratios: Record<string, number>): void {
     console.log(
         [
-            `${title}, links capped at ${RATE}, ${REPEATS} repeat(s) (seconds: min / median / max)`,
+            `${title}, links: management ${MGMT_RATE}, fabric ${FABRIC_RATE}, ${REPEATS} repeat(s) (seconds: min / median / max)`,
             ...Object.entries(f)
                 .filter(([k]) => k !== "bytes")
                 .map(([k, v]) => `  ${k.padEnd(24)} ${[v.min, v.median, v.max].map((x) => x.toFixed(1).padStart(7)).join(" ")}`),
@@ -196,14 +216,15 @@ function print(title: string, f: Figures["figures"], ratios: Record<string, numb
 const top = Math.max(...SIZES);
 
 test(
-    "image distribution: chain and relay to N hosts over capped links, and the raw stream",
+    "image distribution: chain over the fabric and over management, and relay, to N hosts on shaped links; the raw streams",
     async () => {
         const values: Series = {};
         const want = await idOn(src);
         for (let i = 0; i < REPEATS; i++) {
             for (const n of SIZES) {
                 for (const [mode, run] of [
-                    ["chain", chain],
+                    ["chain", (k: number) => chain(k, "fabric")],
+                    ["chain over management", (k: number) => chain(k, "management")],
                     ["relay", relay],
                 ] as const) {
                     await clear(dsts);
@@ -211,24 +232,24 @@ test(
                     for (const h of dsts.slice(0, n)) expect(await idOn(h)).toBe(want);
                 }
             }
-            const r = await raw();
-            record(values, "raw ssh cat, 1 link", r.seconds);
-            record(values, "bytes", r.bytes);
+            for (const network of ["fabric", "management"] as const) {
+                const r = await raw(network);
+                record(values, `raw ssh cat over ${network}, 1 link`, r.seconds);
+                record(values, "bytes", r.bytes);
+            }
         }
         const { figures, med } = summarize(values);
         const ratios: Record<string, number> = {
+            "fabric: raw / chain N=1": med("raw ssh cat over fabric, 1 link") / med("chain N=1"),
             [`chain N=${top} / chain N=1`]: med(`chain N=${top}`) / med("chain N=1"),
+            "chain over management / over the fabric, N=1": med("chain over management N=1") / med("chain N=1"),
             [`relay N=${top} / relay N=1`]: med(`relay N=${top}`) / med("relay N=1"),
-            "throughput: raw / chain N=1": med("raw ssh cat, 1 link") / med("chain N=1"),
         };
         report.image = { imageMiB: MB, figures, ratios, when: new Date().toISOString() };
         print(`image distribution: ${MB} MiB image`, figures, ratios);
     },
     REPEATS * 1_800_000,
 );
-
-/** A member host as the model chain sees it. */
-const member = (h: TestbedHost) => ({ node: h.name, target: target(h) });
 
 /** Makes the bench model on spark-1 (once): weights as blobs behind relative symlinks, as a Hugging Face cache. */
 async function makeModel(): Promise<void> {
@@ -250,7 +271,7 @@ async function clearModel(hs: TestbedHost[]): Promise<void> {
 }
 
 test(
-    "model distribution: the model chain to N hosts over capped links, and the raw stream",
+    "model distribution: the model chain to N hosts over the fabric, 1, 2 and 4 streams shaped and uncapped, and the raw stream",
     async () => {
         // each host must see its own directory there: a marker made on one host is not on another
         const marker = path.join(TESTBED, "own", `.bench-${process.pid}`);
@@ -266,41 +287,57 @@ test(
         const values: Series = {};
         let digest = "";
         let files = 0;
+        /** One model copy to the first n targets with `streams` streams per link, checked on every host. */
+        const copy = async (label: string, n: number, streams: number) => {
+            await clearModel(dsts);
+            let outs: Record<string, unknown> = {};
+            const inputs = { hostPath: MODEL_DIR, source: member(src), members: dsts.slice(0, n).map((h) => member(h)), streams };
+            record(values, label, await timed(async () => (outs = (await modelChainProvider.create!(inputs)).outs ?? {})));
+            digest = String(outs.digest);
+            files = Number(outs.files);
+            expect(digest).toMatch(/^sha256:|^[0-9a-f]{64}$/);
+            expect(outs.copied).toEqual(dsts.slice(0, n).map((h) => h.name));
+            for (const h of dsts.slice(0, n)) expect((outs.digests as Record<string, string>)[h.name]).toBe(digest);
+            // a second run finds every member complete and sends nothing
+            const again = (await modelChainProvider.create!(inputs)).outs ?? {};
+            expect(again.copied).toEqual([]);
+        };
         for (let i = 0; i < REPEATS; i++) {
-            for (const n of SIZES) {
-                await clearModel(dsts);
-                let outs: Record<string, unknown> = {};
-                const inputs = { hostPath: MODEL_DIR, source: member(src), members: dsts.slice(0, n).map(member) };
-                record(values, `chain N=${n}`, await timed(async () => (outs = (await modelChainProvider.create!(inputs)).outs ?? {})));
-                digest = String(outs.digest);
-                files = Number(outs.files);
-                expect(digest).toMatch(/^sha256:|^[0-9a-f]{64}$/);
-                expect(outs.copied).toEqual(dsts.slice(0, n).map((h) => h.name));
-                for (const h of dsts.slice(0, n)) expect((outs.digests as Record<string, string>)[h.name]).toBe(digest);
-                // a second run finds every member complete and sends nothing
-                const again = (await modelChainProvider.create!(inputs)).outs ?? {};
-                expect(again.copied).toEqual([]);
-            }
+            for (const n of SIZES) await copy(`chain N=${n}`, n, DEFAULT_STREAMS);
+            for (const k of STREAMS) await copy(`${k} stream(s), N=1`, 1, k);
             let out = "";
             record(
                 values,
-                "raw ssh tar, 1 link",
+                "raw ssh tar over fabric, 1 link",
                 await timed(async () => {
                     out = await sh(
-                        `set -o pipefail; ssh -F ${tb.sshConfig} ${src.name} tar -C ${MODEL_DIR} -chf - . | ssh -F ${tb.sshConfig} ${dsts[0].name} 'wc -c'`,
+                        `set -o pipefail; ${inHost(src, `tar -C ${MODEL_DIR} -chf - . | ${fabricSsh(dsts[0], "wc -c")}`)}`,
                         "raw model stream",
                     );
                 }),
             );
             record(values, "bytes", Number(out.trim()));
+            if (UNCAPPED) {
+                await shape("off", "off");
+                for (const k of STREAMS) await copy(`${k} stream(s), N=1, uncapped`, 1, k);
+                await shape(MGMT_RATE, FABRIC_RATE);
+            }
         }
         await clearModel(dsts);
         const { figures, med } = summarize(values);
         const ratios: Record<string, number> = {
             [`chain N=${top} / chain N=1`]: med(`chain N=${top}`) / med("chain N=1"),
-            "throughput: raw / chain N=1": med("raw ssh tar, 1 link") / med("chain N=1"),
+            "fabric: raw / chain N=1": med("raw ssh tar over fabric, 1 link") / med("chain N=1"),
+            ...Object.fromEntries(
+                STREAMS.filter((k) => k !== 1).flatMap((k) => [
+                    [`${k} streams / 1, shaped`, med(`${k} stream(s), N=1`) / med("1 stream(s), N=1")],
+                    ...(UNCAPPED
+                        ? [[`${k} streams / 1, uncapped`, med(`${k} stream(s), N=1, uncapped`) / med("1 stream(s), N=1, uncapped")]]
+                        : []),
+                ]),
+            ),
         };
-        report.model = { modelMiB: MODEL_MB, files, digest, figures, ratios, when: new Date().toISOString() };
+        report.model = { modelMiB: MODEL_MB, files, digest, streams: DEFAULT_STREAMS, figures, ratios, when: new Date().toISOString() };
         print(`model distribution: ${MODEL_MB} MiB in ${files} files (weights behind symlinks)`, figures, ratios);
     },
     REPEATS * 1_800_000,

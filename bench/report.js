@@ -82,37 +82,65 @@ function distribution() {
     const mo = d.model;
     const rows = (fig, names) =>
         names.map(([label, keys]) => `| ${label} | ${keys.map((k) => (fig[k] ? spread(fig[k], d.repeats) : "")).join(" | ")} |`);
+    const links = `management links at ${d.shape.mgmt}, fabric links at ${d.shape.fabric}`;
     const image = [
-        `Image: ${im.imageMiB} MiB, ${d.repeats} repeats, links capped at ${d.rate}, run of ${im.when.slice(0, 10)}:`,
+        `Image: ${im.imageMiB} MiB, ${d.repeats} repeats, ${links}, run of ${im.when.slice(0, 10)}:`,
         "",
-        "| Hosts filled | `chain` (default) | `relay` (one stream per host) |",
-        "| --- | --- | --- |",
+        "| Hosts filled | `chain`, hops over the fabric (default) | `chain`, hops over management | `relay` (one stream per host, through the operator) |",
+        "| --- | --- | --- | --- |",
         ...rows(im.figures, [
-            ["N = 1", ["chain N=1", "relay N=1"]],
-            ["N = 2", ["chain N=2", "relay N=2"]],
-            ["N = 4", ["chain N=4", "relay N=4"]],
+            ["N = 1", ["chain N=1", "chain over management N=1", "relay N=1"]],
+            ["N = 2", ["chain N=2", "chain over management N=2", "relay N=2"]],
+            ["N = 4", ["chain N=4", "chain over management N=4", "relay N=4"]],
         ]),
-        `| raw \`ssh cat\` (same bytes, one link, nothing loaded) | ${spread(im.figures["raw ssh cat, 1 link"], d.repeats)} | |`,
+        `| raw \`docker save \| ssh cat\` (same bytes, one link, nothing loaded) | ${spread(
+            im.figures["raw ssh cat over fabric, 1 link"],
+            d.repeats,
+        )} | ${spread(im.figures["raw ssh cat over management, 1 link"], d.repeats)} (through the operator) | |`,
         "",
-        `Ratios (medians, one run): chain N=4 / N=1 **${ratio(im.ratios["chain N=4 / chain N=1"])}** (relay ${ratio(
-            im.ratios["relay N=4 / relay N=1"],
-        )}); chain N=1 reaches **${ratio(im.ratios["throughput: raw / chain N=1"])}** of the raw stream's bytes per second.`,
+        `Ratios (medians, one run): chain N=1 reaches **${ratio(im.ratios["fabric: raw / chain N=1"])}** of a raw stream over the ` +
+            `fabric (goal: at least 0.80); chain N=4 / N=1 **${ratio(im.ratios["chain N=4 / chain N=1"])}** (goal: at most 1.10; ` +
+            `relay ${ratio(im.ratios["relay N=4 / relay N=1"])}); the same chain routed over management takes ${ratio(
+                im.ratios["chain over management / over the fabric, N=1"],
+            )} times as long.`,
     ];
+    const streams = Object.keys(mo.figures)
+        .map((k) => /^(\d+) stream\(s\), N=1$/.exec(k))
+        .filter(Boolean)
+        .map((m) => Number(m[1]));
     const model = [
-        `Model: ${mo.modelMiB} MiB in ${mo.files} files, ${d.repeats} repeats, links capped at ${d.rate}, run of ${mo.when.slice(0, 10)}:`,
+        `Model: ${mo.modelMiB} MiB in ${mo.files} files, ${d.repeats} repeats, ${links}, hops over the fabric, run of ${mo.when.slice(0, 10)}:`,
         "",
-        "| Hosts filled | `model-chain` |",
+        `| Hosts filled | \`model-chain\`, ${mo.streams} streams per link (default) |`,
         "| --- | --- |",
         ...rows(mo.figures, [
             ["N = 1", ["chain N=1"]],
             ["N = 2", ["chain N=2"]],
             ["N = 4", ["chain N=4"]],
         ]),
-        `| raw \`ssh tar\` (\`tar -ch\` of the same files, one link) | ${spread(mo.figures["raw ssh tar, 1 link"], d.repeats)} |`,
+        `| raw \`tar -ch \| ssh\` (the same files, one link over the fabric) | ${spread(mo.figures["raw ssh tar over fabric, 1 link"], d.repeats)} |`,
         "",
-        `Ratios (medians, one run): N=4 / N=1 **${ratio(mo.ratios["chain N=4 / chain N=1"])}**; N=1 reaches **${ratio(
-            mo.ratios["throughput: raw / chain N=1"],
-        )}** of the raw stream.`,
+        "| Streams per link (N = 1) | shaped links | uncapped links |",
+        "| --- | --- | --- |",
+        ...rows(
+            mo.figures,
+            streams.map((k) => [String(k), [`${k} stream(s), N=1`, `${k} stream(s), N=1, uncapped`]]),
+        ),
+        "",
+        `Ratios (medians, one run): N=4 / N=1 **${ratio(mo.ratios["chain N=4 / chain N=1"])}** (goal: at most 1.10); N=1 reaches **${ratio(
+            mo.ratios["fabric: raw / chain N=1"],
+        )}** of the raw stream; ` +
+            streams
+                .filter((k) => k !== 1)
+                .map(
+                    (k) =>
+                        `${k} streams / 1: ${ratio(mo.ratios[`${k} streams / 1, shaped`])} shaped` +
+                        (mo.ratios[`${k} streams / 1, uncapped`] === undefined
+                            ? ""
+                            : `, ${ratio(mo.ratios[`${k} streams / 1, uncapped`])} uncapped`),
+                )
+                .join("; ") +
+            ".",
     ];
     return { image, model };
 }

@@ -74,7 +74,7 @@ export const USER_CACHE_DIR = "${XDG_CACHE_HOME:-$HOME/.cache}/vllm-cluster";
 
 /**
  * Where the shared connections' sockets live (a shell word, expanded where the command runs): a directory of the
- * operator's own, mode 700, never a world-writable one (whoever owns the socket would see every session sent to it).
+ * operator's own, made mode 700 (its parents too, when they are made for it), never a world-writable one (whoever owns the socket would see every session sent to it).
  */
 export const SHARED_SSH_DIR = `"${USER_CACHE_DIR}/ssh"`;
 
@@ -118,7 +118,7 @@ export function sshCommandLine(t: SshTarget, remoteWord: string, shared = true):
     // digits); where the directory is too long or cannot be made, the session connects on its own
     return [
         `{ vcl_ssh_dir=${SHARED_SSH_DIR}; vcl_ssh_sock=none;`,
-        `if [ \${#vcl_ssh_dir} -le ${SHARED_SSH_DIR_MAX_CHARS} ] && mkdir -p -m 700 "$vcl_ssh_dir" 2>/dev/null; then vcl_ssh_sock="$vcl_ssh_dir/$PPID-%C"; fi;`,
+        `if [ \${#vcl_ssh_dir} -le ${SHARED_SSH_DIR_MAX_CHARS} ] && (umask 077 && mkdir -p "$vcl_ssh_dir") 2>/dev/null; then vcl_ssh_sock="$vcl_ssh_dir/$PPID-%C"; fi;`,
         `${words.join(" ")}; }`,
     ].join(" ");
 }
