@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # stage: image distribution bench (image: chain over the fabric or management vs relay, and the model chain with 1-4 streams, to N hosts on links shaped like the target; bench/distribution.test.ts)
 #
-#   sudo npm run bench:distribution              N = 1, 2, 4 (5 simulated hosts), 256 MiB, management links at
+#   sudo npm run bench:distribution              N = 1, 2, 4 (5 simulated hosts; relay and the chain over
+#                                                management at N = 1 and 4), 512 MiB, management links at
 #                                                100 Mbit/s and fabric links at 1 Gbit/s (testbed shape), model
 #                                                streams 1, 2, 4 shaped and uncapped, 3 repeats; writes
 #                                                bench/distribution.json (about 25 minutes)
