@@ -236,6 +236,7 @@ test(
             }
             for (const network of ["fabric", "management"] as const) {
                 const r = await raw(network);
+                expect(r.bytes).toBeGreaterThan(MB << 20);
                 record(values, `raw ssh cat over ${network}, 1 link`, r.seconds);
                 record(values, "bytes", r.bytes);
             }
@@ -260,10 +261,11 @@ async function makeModel(): Promise<void> {
     const blobs = path.join(MODEL_ROOT, "blobs");
     await on(
         src,
-        `test -f ${MODEL_ROOT}/.complete || { rm -rf ${MODEL_ROOT} && mkdir -p ${blobs} ${MODEL_DIR} && cd ${MODEL_DIR} && ` +
+        // the marker names the size: a model left by a run of another size (the smoke's) is made anew
+        `test -f ${MODEL_ROOT}/.complete-${shards}x${each}m || { rm -rf ${MODEL_ROOT} && mkdir -p ${blobs} ${MODEL_DIR} && cd ${MODEL_DIR} && ` +
             `for i in $(seq 1 ${shards}); do head -c ${each}M /dev/urandom >${blobs}/shard$i && ` +
             `ln -s ../../blobs/shard$i model-0000$i-of-0000${shards}.safetensors || exit 1; done && ` +
-            `echo '{"model_type": "bench"}' >config.json && touch ${MODEL_ROOT}/.complete; }`,
+            `echo '{"model_type": "bench"}' >config.json && touch ${MODEL_ROOT}/.complete-${shards}x${each}m; }`,
         "making the bench model",
     );
 }
@@ -312,12 +314,17 @@ test(
                 values,
                 "raw ssh tar over fabric, 1 link",
                 await timed(async () => {
-                    out = await sh(
-                        `set -o pipefail; ${inHost(src, `tar -C ${MODEL_DIR} -chf - . | ${fabricSsh(dsts[0], "wc -c")}`)}`,
+                    // in the source host's own session: the model is in its own directory (<state>/own), which only
+                    // its sessions see; the bytes go from it to the target over the fabric
+                    out = await on(
+                        src,
+                        `set -o pipefail; tar -C ${MODEL_DIR} -chf - . | ${fabricSsh(dsts[0], "wc -c")}`,
                         "raw model stream",
                     );
                 }),
             );
+            // the raw stream carried the whole model (a tar of it is a little larger)
+            expect(Number(out.trim())).toBeGreaterThan(MODEL_MB << 20);
             record(values, "bytes", Number(out.trim()));
             if (UNCAPPED) {
                 await shape("off", "off");

@@ -132,7 +132,7 @@ export const distributionFields = {
      * How many ssh streams each link of the model chain carries at once, the model's files spread over them (the
      * largest first, each to the stream with the fewest bytes): one stream's cipher tops out far below the fabric.
      */
-    modelStreams: int({ min: 1, max: 16 }).default(4),
+    modelStreams: int({ min: 1, max: 16 }).default(2),
 };
 
 export const distributionSchema = optionalSection(section(distributionFields));
