@@ -93,7 +93,7 @@ function distribution() {
             ["N = 2", ["chain N=2", "chain over management N=2", "relay N=2"]],
             ["N = 4", ["chain N=4", "chain over management N=4", "relay N=4"]],
         ]),
-        `| raw \`docker save \| ssh cat\` (same bytes, one link, nothing loaded) | ${spread(
+        `| raw \`docker save \\| ssh cat\` (same bytes, one link, nothing loaded) | ${spread(
             im.figures["raw ssh cat over fabric, 1 link"],
             d.repeats,
         )} | ${spread(im.figures["raw ssh cat over management, 1 link"], d.repeats)} (through the operator) | |`,
@@ -118,7 +118,7 @@ function distribution() {
             ["N = 2", ["chain N=2"]],
             ["N = 4", ["chain N=4"]],
         ]),
-        `| raw \`tar -ch \| ssh\` (the same files, one link over the fabric) | ${spread(mo.figures["raw ssh tar over fabric, 1 link"], d.repeats)} |`,
+        `| raw \`tar -ch \\| ssh\` (the same files, one link over the fabric) | ${spread(mo.figures["raw ssh tar over fabric, 1 link"], d.repeats)} |`,
         "",
         "| Streams per link (N = 1) | shaped links | uncapped links |",
         "| --- | --- | --- |",
