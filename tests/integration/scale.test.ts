@@ -29,7 +29,14 @@ const SPARK3_OWN = [
     "spark-3-ray-token-file",
 ];
 /** What depends on the host list: re-checked and restarted on either change. */
-const HOST_LIST_DEPENDENTS = { replace: ["cluster-ready-probe", "serve-container", "serve-readiness"], update: ["image-chain", "roster"] };
+/**
+ * What a change of the host list touches on the hosts that stay: the gate and serve, the chain's and the roster's
+ * member lists, and each staying host's preflight, which checks that it reaches every other host's sshd on the fabric.
+ */
+const HOST_LIST_DEPENDENTS = {
+    replace: ["cluster-ready-probe", "serve-container", "serve-readiness"],
+    update: ["image-chain", "roster", "spark-1-preflight", "spark-2-preflight"],
+};
 
 type RawNode = Record<string, unknown> & { name: string; env: Record<string, string> };
 
