@@ -94,7 +94,7 @@ async function shape(mgmt: string, fabric: string): Promise<void> {
 /** A shell command run as host `h` would run it, inside its network namespace (its links, its engine). */
 const inHost = (h: TestbedHost, cmd: string) => `ip netns exec ${h.netns} env DOCKER_HOST=${h.dockerSocket} sh -c ${shellQuote(cmd)}`;
 
-/** ssh from `from` to `to` over the fabric, as a chain hop dials it: the fabric IP, the key filed under the mgmt IP. */
+/** An ssh to `to` over the fabric, as a chain hop dials it: its fabric IP, its key filed under its management IP. */
 const fabricSsh = (to: TestbedHost, cmd: string) =>
     `ssh -F none -i ${tb.sshPrivateKey} -o IdentitiesOnly=yes -o UserKnownHostsFile=${tb.knownHostsFile} ` +
     `-o StrictHostKeyChecking=yes -o HostKeyAlias=${to.mgmtIp} -o BatchMode=yes ${tb.sshUser}@${to.fabricIp} ${shellQuote(cmd)}`;

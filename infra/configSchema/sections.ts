@@ -137,8 +137,6 @@ export const distributionFields = {
 
 export const distributionSchema = optionalSection(section(distributionFields));
 
-export type DistributionConfig = z.output<typeof distributionSchema>;
-
 /**
  * Files on the machine running Pulumi, handed to ssh (which expands `~`, so they may be relative to home) and to
  * the docker provider's ssh options, where a space or quote would split or break the option.

@@ -133,9 +133,7 @@ async function converge(s: State): Promise<State> {
         return { ...s, ...summary(s, seen), copied: [] };
     }
     // A member that differs only by files the source lacks gets nothing: those are left in place, never deleted.
-    const receivers = needy
-        .filter((m) => filesToSend(seen.source, [m.seen]).length > 0)
-        .map(({ node, target, peerHost }) => ({ node, target, peerHost }));
+    const receivers = needy.filter((m) => filesToSend(seen.source, [m.seen]).length > 0).map(({ seen: _seen, ...member }) => member);
     const files = filesToSend(
         seen.source,
         needy.map((m) => m.seen),

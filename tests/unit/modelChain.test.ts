@@ -499,3 +499,16 @@ test("the split: every file in exactly one stream, the largest first to the stre
     const bytes = two.map((s) => s.reduce((t, f) => t + sizes[f], 0));
     expect(bytes).toEqual([100, 85]);
 });
+
+test("over the fabric: each host dials the next at its fabric IP, under the operator's name for it", async () => {
+    const fabric = (i: number) => ({ ...member(i), peerHost: `10.8.0.${10 + i}` });
+    await modelChainProvider.create!({ hostPath: HOST_PATH, source: member(1), members: [2, 3].map(fabric), streams: 1 });
+    expect(hops()).toEqual(["operator -> 10.9.0.11", "10.9.0.11 -> 10.8.0.12 as 10.9.0.12", "10.9.0.12 -> 10.8.0.13 as 10.9.0.13"]);
+    for (const i of [2, 3]) expect(tree(modelDir(i))).toEqual(tree(modelDir(1)));
+    // a resumed copy (only what the members lack) goes the same way
+    for (const i of [2, 3]) fs.writeFileSync(path.join(modelDir(i), "config.json"), "changed\n");
+    fs.rmSync(path.join(dir, "ssh.log"));
+    const r = await modelChainProvider.create!({ hostPath: HOST_PATH, source: member(1), members: [2, 3].map(fabric), streams: 1 });
+    expect((r.outs as Outs).copied).toEqual(["spark-2", "spark-3"]);
+    expect(hops()).toEqual(["operator -> 10.9.0.11", "10.9.0.11 -> 10.8.0.12 as 10.9.0.12", "10.9.0.12 -> 10.8.0.13 as 10.9.0.13"]);
+});
