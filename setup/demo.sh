@@ -7,7 +7,7 @@
 #
 # Installs what it needs: npm packages, the simulated hosts (tests/testbed, needs root: Debian's Docker engine
 # and OpenSSH server, the test image with vLLM's CPU build, the tiny model), the Pulumi toolchain
-# (setup/toolchain.sh; source archives from VCL_PULUMI_SOURCES or ../shared/pulumi-sources). Pulumi state lives
+# (setup/toolchain.sh, which says where it finds the Pulumi source archives). Pulumi state lives
 # in .state/pulumi (a file backend); the local stack's secrets passphrase is vllm-cluster-local-simulated-only
 # unless PULUMI_CONFIG_PASSPHRASE is set: its secrets protect nothing real.
 set -euo pipefail
@@ -28,10 +28,6 @@ MARKER="$TB_STATE/demo"
 ENV_FILE="$STATE/demo.env"
 export PULUMI_BACKEND_URL="file://$STATE/pulumi"
 export PULUMI_CONFIG_PASSPHRASE="${PULUMI_CONFIG_PASSPHRASE:-vllm-cluster-local-simulated-only}"
-if [[ -z "${VCL_PULUMI_SOURCES:-}" && -d "$root/../shared/pulumi-sources" ]]; then
-  VCL_PULUMI_SOURCES="$(cd "$root/../shared/pulumi-sources" && pwd)"
-  export VCL_PULUMI_SOURCES
-fi
 
 say() { printf '\n==> %s\n' "$*"; }
 

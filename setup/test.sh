@@ -8,7 +8,7 @@
 #
 # Stages run in order; every stage runs for real and either passes or fails. Ends with one line
 # "N passed, N failed" counting stages. The Pulumi source archives come from --sources DIR, VCL_PULUMI_SOURCES,
-# or ../shared/pulumi-sources next to the repository when it exists.
+# or ../shared/pulumi-sources (setup/toolchain.sh looks next to the repository and next to its local origin).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 1
@@ -21,10 +21,6 @@ while (($# > 0)); do
   esac
   shift
 done
-if [[ -z "${VCL_PULUMI_SOURCES:-}" && -d "$root/../shared/pulumi-sources" ]]; then
-  VCL_PULUMI_SOURCES="$(cd "$root/../shared/pulumi-sources" && pwd)"
-  export VCL_PULUMI_SOURCES
-fi
 
 passed=0 failed=0
 declare -a summary=()

@@ -12,8 +12,9 @@
 #      ${VCL_TOOLCHAIN_CACHE:-${XDG_CACHE_HOME:-~/.cache}/vllm-cluster/toolchain}/<piece>-v<version>-<sum>/,
 #      keyed by version and by the sha256 of the source archives it came from.
 #   3. a build with `go`: the CLI from the Go module proxy; the language host and the plugins from the source
-#      archives in the directory given by --sources DIR or VCL_PULUMI_SOURCES (each archive's sha256 must equal
-#      the lock file's, or it is refused naming the archive), with their other dependencies from the proxy.
+#      archives in the directory given by --sources DIR or VCL_PULUMI_SOURCES, else ../shared/pulumi-sources next
+#      to this repository or to the local repository it was cloned from (each archive's sha256 must equal the
+#      lock file's, or it is refused naming the archive), with their other dependencies from the proxy.
 #      Built plugins are installed with `pulumi plugin install resource <name> <version> --file <binary>`.
 #
 # Usage:
@@ -35,6 +36,16 @@ CACHE_ROOT="${VCL_TOOLCHAIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vllm-cluster/
 BUILD_JOBS="${VCL_TOOLCHAIN_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 NICE_LEVEL="${VCL_TOOLCHAIN_NICE:-10}"
 SOURCES="${VCL_PULUMI_SOURCES:-}"
+# Where the archives are looked for when neither --sources nor VCL_PULUMI_SOURCES names them: next to this
+# repository, then next to the repository it was cloned from when that is a local path (a clone made elsewhere,
+# e.g. under mktemp -d, still finds them).
+source_candidates() {
+  local origin
+  printf '%s\n' "$REPO_ROOT/../shared/pulumi-sources"
+  origin="$(git -C "$REPO_ROOT" remote get-url origin 2>/dev/null || true)"
+  origin="${origin#file://}"
+  if [[ "$origin" == /* ]]; then printf '%s\n' "${origin%/.git}/../shared/pulumi-sources"; fi
+}
 PULUMI_HOME_DIR="${PULUMI_HOME:-$HOME/.pulumi}"
 # The CLI's own go.mod replaces this module; a wrapper module building the CLI must repeat the replace.
 CLIPBOARD_REPLACE="github.com/atotto/clipboard=github.com/tgummerer/clipboard@v0.0.0-20241001131231-d02d263e614e"
@@ -77,8 +88,16 @@ archive() {
   local file sum want
   file="$(lock_field "$1" "$2" 4)"
   want="$(lock_field "$1" "$2" 5)"
-  [[ -n "$SOURCES" ]] || die "building $2 needs the source archive $file: pass --sources DIR or set VCL_PULUMI_SOURCES \
-(on a machine with internet access, install the official binaries instead; see the README)"
+  if [[ -z "$SOURCES" ]]; then
+    local tried="" dir
+    while IFS= read -r dir; do
+      if [[ -d "$dir" ]]; then SOURCES="$(cd "$dir" && pwd)"; break; fi
+      tried+=" $dir"
+    done < <(source_candidates)
+    [[ -n "$SOURCES" ]] || die "building $2 needs the source archive $file; no archive directory at:$tried. \
+Pass --sources DIR or set VCL_PULUMI_SOURCES (on a machine with internet access, install the official binaries \
+instead; see the README)"
+  fi
   [[ -f "$SOURCES/$file" ]] || die "source archive $file is not in $SOURCES"
   sum="$(sha256sum "$SOURCES/$file" | cut -d' ' -f1)"
   [[ "$sum" == "$want" ]] || die "source archive $file: sha256 $sum does not match setup/toolchain.lock ($want); refusing it"
