@@ -27,6 +27,8 @@ export interface NodeFacts {
     arch: string;
     dockerVersion: string;
     gpusSeen: number;
+    /** The host's MemTotal (KiB): the default memory ceiling of a unifiedMemory node leaves memoryGuard.reserve of it. */
+    memTotalKib: number;
 }
 
 /**

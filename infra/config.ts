@@ -9,7 +9,7 @@ import type { ClusterConfig } from "./configSchema/cluster";
 
 export type { Backend, ClusterConfig } from "./configSchema/cluster";
 export type { GpuRuntime, NodeConfig } from "./configSchema/nodes";
-export type { ImageConfig, ImageSource, ModelConfig, NativeConfig, RayConfig, SshConfig } from "./configSchema/sections";
+export type { ImageConfig, ImageSource, MemoryGuardConfig, ModelConfig, NativeConfig, RayConfig, SshConfig } from "./configSchema/sections";
 export type { ServeConfig } from "./configSchema/serve";
 export { isIPv4, isValidSshHost } from "./configSchema/fields";
 export { MANAGED_ENV } from "./configSchema/nodes";
@@ -19,7 +19,7 @@ export { MANAGED_SERVE_FLAGS } from "./configSchema/serve";
 export const CONFIG_NAMESPACE = "vllm-cluster";
 
 /** Keys that hold YAML structure, which Pulumi hands over as JSON text; the others are plain strings. */
-const STRUCTURED_KEYS = new Set(["nodes", "image", "model", "serve", "ray", "native", "ssh", "distribution"]);
+const STRUCTURED_KEYS = new Set(["nodes", "image", "model", "serve", "ray", "native", "ssh", "distribution", "memoryGuard"]);
 
 /** Text that is not JSON stays a string, so the schema names the key ("must be an object") with every other problem. */
 function parseStructured(text: string): unknown {

@@ -140,6 +140,8 @@ export function buildCluster(
             serve: cfg.serve,
             stateDir: cfg.stateDir,
             secrets,
+            memoryGuard: cfg.memoryGuard,
+            hostMemory: host(node.name).facts,
         }),
         endpoint: (containers) =>
             new ServeEndpoint("serve", {
@@ -184,6 +186,11 @@ function buildNative({ cfg, host, input, endpoint }: GraphContext): BackendOutpu
     };
 }
 
+/** Every node as the Ray cluster's probe expects it: its name, fabric IP and (for messages) its management address. */
+function rayNodes(cfg: ClusterConfig): { name: string; fabricIp: string; sshHost: string }[] {
+    return cfg.nodes.map((n) => ({ name: n.name, fabricIp: n.fabricIp, sshHost: n.sshHost }));
+}
+
 /** Ray head, a worker per other host, the gate that waits for all of them on their fabric IPs, serve on the head. */
 function buildRay(ctx: GraphContext): BackendOutputs {
     const { cfg, host, head, endpoint, input } = ctx;
@@ -193,7 +200,7 @@ function buildRay(ctx: GraphContext): BackendOutputs {
         (w) => new RayWorker(`ray-worker-${w.name}`, { ...input(w), ...ray, host: host(w.name), head: rayHead }),
     );
     const ready = rayHead.ready(workers, {
-        nodes: cfg.nodes.map((n) => ({ name: n.name, fabricIp: n.fabricIp, sshHost: n.sshHost })),
+        nodes: rayNodes(cfg),
         gpus: cfg.totalGpus,
         timeoutSeconds: cfg.ray.readyTimeoutSeconds,
         roster: ctx.roster.version,
@@ -210,6 +217,7 @@ function buildRay(ctx: GraphContext): BackendOutputs {
                     rayAddress: rayHead.address,
                     clusterFingerprint: ready.fingerprint,
                     clusterGpus: cfg.totalGpus,
+                    rayNodes: rayNodes(cfg),
                 }),
         },
     ]);

@@ -10,6 +10,7 @@ import { rayDashboardLoopback } from "./rayDashboardLoopback";
 import { rayTokenAuth } from "./rayTokenAuth";
 import { serveBindTls } from "./serveBindTls";
 import { serveRequiresApiKey } from "./serveRequiresApiKey";
+import { unifiedMemoryGuarded } from "./unifiedMemoryGuarded";
 
 new PolicyPack("vllm-cluster", {
     description: "Guards for multi-node vLLM on GPU hosts deployed by the vllm-cluster program",
@@ -25,5 +26,6 @@ new PolicyPack("vllm-cluster", {
         hostMountsSafe,
         serveBindTls,
         nativeRendezvousOnFabric,
+        unifiedMemoryGuarded,
     ],
 });

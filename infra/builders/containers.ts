@@ -4,7 +4,8 @@
  */
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
-import type { ModelConfig, NodeConfig, SecretConfig, ServeConfig } from "../config";
+import type { MemoryGuardConfig, ModelConfig, NodeConfig, SecretConfig, ServeConfig } from "../config";
+import { HostMemory, InitSpec, initEntrypoint, initMount, nodeMemory } from "./containerInit";
 import { labelList } from "./labels";
 import { LABEL } from "../contract";
 import {
@@ -47,6 +48,10 @@ export interface ContainerInput {
     modelDigest?: pulumi.Input<string>;
     /** Which free-form values came from secret config: those inputs are made secret (state, diffs, outputs). */
     secrets?: SecretConfig;
+    /** The memory guard's settings: every container's ceiling and floor. */
+    memoryGuard: MemoryGuardConfig;
+    /** The host's memory as its preflight found it (deploy-time): the default ceiling of unifiedMemory nodes. */
+    hostMemory: pulumi.Input<HostMemory>;
 }
 
 /** What one container adds to the shared part. */
@@ -61,25 +66,32 @@ export interface ContainerSpec {
     volumes: docker.types.input.ContainerVolume[];
     /** Bind mounts whose source must already exist (docker refuses to create them, unlike `volumes`). */
     mounts?: docker.types.input.ContainerMount[];
+    /** What its init (container_init.sh, PID 1) waits for and when its command counts as healthy. */
+    init: Omit<InitSpec, "maxStarts">;
 }
 
 /**
  * Host network and IPC (NCCL and Ray's object store need both), the node's /tmp and compile cache directories, GPUs
- * only with the nvidia runtime, bounded restarts so a crash loop cannot leak GPU memory forever, and mustRun so
- * `pulumi refresh` sees a dead container as drift.
+ * only with the nvidia runtime, mustRun so `pulumi refresh` sees a dead container as drift, and container_init.sh as
+ * PID 1: a crash budget of serve.maxRestarts restarts kept on the host's disk (so a crash loop cannot leak GPU memory
+ * forever, not even across reboots), the memory ceiling and floor, and the on-failure policy with a stop answered
+ * by exit 143, so the engine starts the container again when it comes back after a reboot.
  */
 export function containerArgs(p: ContainerInput, c: ContainerSpec): docker.ContainerArgs {
     const auth = p.rayTokenHash;
     const envs = auth ? mapInput(c.envs, (e) => [...e, ...RAY_TOKEN_ENV]) : c.envs;
+    const serve = c.labels[LABEL.role] === "serve";
     // the serve command carries serve.extraArgs; the Ray containers' commands carry none
-    const carriesExtraArgs = c.labels[LABEL.role] === "serve" && p.serve.extraArgs.length > 0;
+    const carriesExtraArgs = serve && p.serve.extraArgs.length > 0;
+    const memory = nodeMemory(p.node, p.memoryGuard, p.hostMemory, serve ? p.serve.memoryLimit : undefined);
+    const init = { ...c.init, maxStarts: p.serve.maxRestarts + 1 };
     return {
         name: c.containerName,
         image: p.imageId,
         networkMode: "host",
         ipcMode: "host",
         shmSize: shmSizeMb(p.serve.shmSize),
-        entrypoints: c.entrypoints,
+        entrypoints: initEntrypoint(c.containerName, p.node.name, memory, init, c.entrypoints),
         command: p.secrets?.serveArgs && carriesExtraArgs ? pulumi.secret(c.command) : c.command,
         envs: p.secrets?.nodeEnv && Object.keys(p.node.env).length > 0 ? pulumi.secret(envs) : envs,
         labels: [
@@ -89,10 +101,11 @@ export function containerArgs(p: ContainerInput, c: ContainerSpec): docker.Conta
             ...(p.modelDigest !== undefined ? [{ label: LABEL.modelDigest, value: p.modelDigest }] : []),
         ],
         volumes: [...c.volumes, ...nodeVolumes(p.stateDir, p.node.name)],
-        mounts: auth ? [...(c.mounts ?? []), rayTokenMount(p.stateDir, p.node.name)] : c.mounts,
+        mounts: [...(c.mounts ?? []), ...(auth ? [rayTokenMount(p.stateDir, p.node.name)] : []), initMount(p.stateDir, p.node.name)],
+        memory: memory.ceilingMb as pulumi.Input<number>,
         gpus: p.node.gpuRuntime === "nvidia" ? "all" : undefined,
+        // unbounded here: container_init.sh keeps the budget, which (unlike Docker's count) survives engine restarts
         restart: "on-failure",
-        maxRetryCount: p.serve.maxRestarts,
         mustRun: true,
         wait: false,
         destroyGraceSeconds: 30,

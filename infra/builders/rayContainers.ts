@@ -5,6 +5,9 @@ import { CONTAINER, DASHBOARD_HOST, LABEL, containerPorts, portsLabel } from "..
 import { ContainerInput, containerArgs, mapInput, modelVolume } from "./containers";
 import { containerLabels } from "./labels";
 import { nodeEnv } from "./node";
+
+/** A Ray node that ran this long without exiting is up: a crash after it starts its budget again. */
+export const RAY_STABLE_SECONDS = 60;
 import { RAY_ENTRYPOINT, RayNodePorts, RayPorts, rayHeadCommand, rayHeadPortEnv, rayWorkerCommand } from "./ray";
 
 export interface RayHeadContainerInput extends ContainerInput {
@@ -30,6 +33,7 @@ export function rayHeadContainerArgs(p: RayHeadContainerInput): docker.Container
             { "dashboard-host": DASHBOARD_HOST },
         ),
         volumes: [modelVolume(p.model)],
+        init: { stableSeconds: RAY_STABLE_SECONDS },
     });
 }
 
@@ -60,5 +64,7 @@ export function rayWorkerContainerArgs(p: RayWorkerContainerInput): docker.Conta
         }),
         dynamicLabels: [{ label: LABEL.headContainerId, value: p.headContainerId }],
         volumes: [modelVolume(p.model)],
+        // after a reboot the worker may come back before the head: it waits for the head's GCS, not spending its budget
+        init: { stableSeconds: RAY_STABLE_SECONDS, waitTcp: p.headAddress },
     });
 }

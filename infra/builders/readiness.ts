@@ -1,6 +1,7 @@
 /** The serve readiness check: /health, one real chat completion with the key, and a 401 without it. */
 import type { ModelConfig, ServeConfig } from "../config";
 import { CONTAINER } from "../contract";
+import { initStatusHostPath } from "./containerInit";
 import { apiKeyHostPath } from "./node";
 import { RemoteStep, remoteStepCommand } from "./remoteStep";
 import type { SshTarget } from "./ssh";
@@ -10,6 +11,8 @@ export interface ServeReadinessSpec {
     port: number;
     servedName: string;
     apiKeyFile: string;
+    /** Where the server's init writes its verdict (an OOM kill, the memory guard, the crash budget used up). */
+    statusFile: string;
     timeoutSeconds: number;
     /** Seconds between /health polls (default 1: a local curl; the server answers the moment it is up). */
     intervalSeconds?: number;
@@ -26,7 +29,15 @@ export function serveReadinessSpec(
     timeoutSeconds: number,
     tls = false,
 ): ServeReadinessSpec {
-    return { node, port: serve.port, servedName: model.servedName, apiKeyFile: apiKeyHostPath(stateDir, node), timeoutSeconds, tls };
+    return {
+        node,
+        port: serve.port,
+        servedName: model.servedName,
+        apiKeyFile: apiKeyHostPath(stateDir, node),
+        statusFile: initStatusHostPath(stateDir, node, CONTAINER.serve),
+        timeoutSeconds,
+        tls,
+    };
 }
 
 /** The readiness step (infra/scripts/serve_readiness.bash) for serve on the head. */
@@ -42,6 +53,7 @@ export function serveReadinessStep(s: ServeReadinessSpec): RemoteStep {
         `container=${CONTAINER.serve}`,
         `port=${s.port}`,
         `key-file=${s.apiKeyFile}`,
+        `status-file=${s.statusFile}`,
         `timeout=${s.timeoutSeconds}`,
         `body=${body}`,
         ...(s.intervalSeconds !== undefined ? [`interval=${s.intervalSeconds}`] : []),

@@ -5,6 +5,7 @@ import { CONTAINER, LABEL, containerPorts, portsLabel } from "../contract";
 import { ContainerInput, containerArgs, mapInput, modelVolume, serveFileMounts } from "./containers";
 import { containerLabels } from "./labels";
 import { API_KEY_CONTAINER_PATH, nodeEnv } from "./node";
+import type { ClusterReadySpec } from "./ray";
 import { HEADLESS_ENTRYPOINT, NativeRank, SERVE_ENTRYPOINT, nativeServeCommand, serveCommand, serveEnv } from "./vllm";
 
 /** The labels every serve container adds: its parallelism and the GPUs of the whole cluster. */
@@ -14,6 +15,12 @@ function parallelismLabels(p: ContainerInput, clusterGpus: number): Record<strin
         "pipeline-parallel-size": String(p.serve.pipelineParallelSize),
         "cluster-gpus": String(clusterGpus),
     };
+}
+
+/** Where the server's /health answers on its own host: healthy, its crash budget is full again. */
+function healthyUrl(p: ContainerInput): string {
+    const host = p.serve.host === "0.0.0.0" ? "127.0.0.1" : p.serve.host;
+    return `${p.serve.tls ? "https" : "http"}://${host}:${p.serve.port}/health`;
 }
 
 /** The TLS files' hash as a label, when there are TLS files. */
@@ -32,6 +39,8 @@ export interface ServeContainerInput extends ContainerInput {
     clusterFingerprint: pulumi.Input<string>;
     /** Total GPUs of all nodes (label). */
     clusterGpus: number;
+    /** Every node of the Ray cluster: serve starts (after a reboot too) only once Ray sees each on its fabric IP. */
+    rayNodes: ClusterReadySpec["nodes"];
 }
 
 /**
@@ -61,6 +70,16 @@ export function serveContainerArgs(p: ServeContainerInput): docker.ContainerArgs
         ],
         volumes: [modelVolume(p.model)],
         mounts: serveFileMounts(p.stateDir, p.node.name, p.serve.tls !== undefined),
+        init: {
+            healthyUrl: healthyUrl(p),
+            // the gate's own probe, looking once: a Ray cluster that lacks a host would fail serve at start
+            waitPython: {
+                script: "ray_cluster_probe.py",
+                arg: mapInput(p.rayAddress, (address) =>
+                    JSON.stringify({ address, nodes: p.rayNodes, gpus: p.clusterGpus, timeoutSeconds: 0 }),
+                ),
+            },
+        },
     });
 }
 
@@ -116,5 +135,7 @@ export function nativeRankContainerArgs(p: NativeRankContainerInput): docker.Con
         dynamicLabels,
         volumes: [modelVolume(p.model)],
         mounts: rank0 ? serveFileMounts(p.stateDir, p.node.name, p.serve.tls !== undefined) : undefined,
+        // a headless rank serves no /health: it is up once it outlived the server's load time
+        init: rank0 ? { healthyUrl: healthyUrl(p) } : { stableSeconds: p.serve.readyTimeoutSeconds },
     });
 }

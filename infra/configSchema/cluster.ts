@@ -10,6 +10,7 @@ import {
     distributionSchema,
     imageFields,
     imageSchema,
+    memoryGuardSchema,
     modelFields,
     modelSchema,
     nativeFields,
@@ -28,6 +29,7 @@ export const clusterFields = {
     native: nativeSchema,
     ssh: requiredSection(sshSchema),
     distribution: distributionSchema,
+    memoryGuard: memoryGuardSchema,
     /** Per-host state (API key file, Ray session dir); the SSH user must be able to write it. */
     stateDir: withDefault(hostDir(), "/var/lib/vllm-cluster"),
     /** ray: vLLM on a Ray cluster; native: vLLM's own multi-node rendezvous, no Ray. */
@@ -214,6 +216,7 @@ function assemble(c: z.output<typeof sectionsSchema>) {
         native: c.native,
         ssh: c.ssh,
         distribution: c.distribution,
+        memoryGuard: c.memoryGuard,
         stateDir: c.stateDir,
         backend: c.backend,
     };

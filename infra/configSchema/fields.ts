@@ -112,6 +112,33 @@ export const bool = (def: boolean) =>
         )
         .default(def);
 
+const SIZE_UNITS: Record<string, number> = { "": 1, b: 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 };
+
+/**
+ * A memory size in docker's syntax (512m, 64g; a plain number is bytes, "0" is none), read as bytes and at least
+ * `min` bytes unless 0. The message shows the value as written.
+ */
+export const size = (min: number) =>
+    z
+        .preprocess(
+            (v) => (typeof v === "number" ? String(v) : v),
+            z.string({ error: (iss) => (iss.input === undefined ? REQUIRED : "must be a size such as 512m or 64g") }),
+        )
+        .transform((v, ctx) => {
+            const m = /^(\d+)([bkmgt]?)$/i.exec(v);
+            const bytes = m ? Number(m[1]) * SIZE_UNITS[m[2].toLowerCase()] : NaN;
+            if (!Number.isSafeInteger(bytes) || (bytes !== 0 && bytes < min)) {
+                ctx.addIssue({
+                    code: "custom",
+                    message: m
+                        ? `${quote(v)} is below the smallest allowed, ${min / 1024 ** 2}m`
+                        : `${quote(v)} is not a size such as 512m or 64g`,
+                });
+                return z.NEVER;
+            }
+            return bytes;
+        });
+
 /** Decimal only: Number() also reads "0x1" (1), "1e0" and " 1 ", which no one means for a memory share. */
 const asNumber = (v: unknown) => (typeof v === "string" ? (/^(\d+(\.\d*)?|\.\d+)$/.test(v) ? Number(v) : NaN) : v);
 

@@ -12,6 +12,7 @@ import {
     port,
     quotablePath,
     seconds,
+    size,
     required,
     section,
     string,
@@ -147,3 +148,30 @@ export const sshSchema = section({
 });
 
 export type SshConfig = z.output<typeof sshSchema>;
+
+/** The smallest memory ceiling accepted: below it no Python process of vLLM or Ray even starts. */
+export const MIN_CEILING_BYTES = 64 * 1024 ** 2;
+
+/**
+ * What keeps a host's memory from running out because of this program's containers (GB10: the CPU and the GPU
+ * share it, and a host whose memory runs out freezes without an OOM kill). Every container of the program gets a
+ * ceiling (its memory cgroup limit) and runs under a guard that stops it, for good, when the host's MemAvailable
+ * falls below a floor: the floor holds even where GPU allocations are not charged to the container's cgroup.
+ */
+export const memoryGuardFields = {
+    /**
+     * The ceiling of every container of the program (docker syntax, e.g. 100g; "0": none). Unset: on unifiedMemory
+     * nodes the host's memory less `reserve`, elsewhere none. serve.memoryLimit sets the serve containers' own.
+     */
+    limit: optional(size(MIN_CEILING_BYTES)),
+    /** What the default ceiling of unifiedMemory nodes leaves to the operating system and everything else. */
+    reserve: withDefault(size(0), 8 * 1024 ** 3),
+    /** The floor of the host's MemAvailable (e.g. 4g; "0": no floor). Unset: 4g on unifiedMemory nodes, none elsewhere. */
+    minAvailable: optional(size(0)),
+    /** How often the guard reads the host's MemAvailable. */
+    checkSeconds: int({ min: 1, max: 60 }).default(1),
+};
+
+export const memoryGuardSchema = optionalSection(section(memoryGuardFields));
+
+export type MemoryGuardConfig = z.output<typeof memoryGuardSchema>;

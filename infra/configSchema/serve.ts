@@ -15,6 +15,7 @@ import {
     positiveInt,
     seconds,
     section,
+    size,
     token,
     withDefault,
 } from "./fields";
@@ -123,8 +124,13 @@ export const serveFields = {
     shmSize: optional(pattern(SHM_RE, "size (e.g. 64g)")),
     /** Loading a large model from disk can take many minutes before the API answers. */
     readyTimeoutSeconds: seconds().default(1800),
-    /** Restarts of a crashing server before the container stays down (bounded, so a crash loop shows). */
+    /**
+     * Restarts of a server that fails before it becomes healthy, then its container stays stopped; counted on the
+     * host's disk, so an engine restart or a reboot in the middle of a crash loop does not start the count again.
+     */
     maxRestarts: int({ min: 0, max: 100 }).default(3),
+    /** The serve containers' own memory ceiling (docker syntax, e.g. 100g); unset: memoryGuard's. */
+    memoryLimit: optional(size(64 * 1024 ** 2)),
 };
 
 export const serveSchema = section(serveFields).superRefine((serve: unknown, ctx) => {

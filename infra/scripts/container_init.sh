@@ -4,7 +4,8 @@
 #
 #   container_init.sh name=CONTAINER node=NODE state-dir=DIR max-starts=N
 #                     [healthy-url=URL | stable-seconds=S] [min-available-kib=K] [check-seconds=S]
-#                     [ceiling=TEXT] [wait-tcp=HOST:PORT] [wait-python=BASE64 [wait-arg=ARG]] -- COMMAND...
+#                     [floor-grace-seconds=G] [ceiling=TEXT] [wait-tcp=HOST:PORT] [wait-python=BASE64 [wait-arg=ARG]]
+#                     -- COMMAND...
 #
 # - Crash budget that survives reboots: every start of COMMAND is counted in DIR/NAME.starts (a host directory,
 #   on disk), keyed by this container's ID so a new container starts with a fresh budget. A start that would be
@@ -12,9 +13,9 @@
 #   container exits 0 and stays stopped, since Docker's on-failure policy restarts neither a clean exit nor, after
 #   the engine restarts, a container that ended cleanly. (Docker's own restart count starts again at 0 whenever
 #   the engine restarts, so it alone cannot bound a crash loop across reboots.)
-# - Memory floor: with K > 0, COMMAND is not started while the host's MemAvailable is below K KiB, and is killed
-#   (its whole process group) when MemAvailable falls below K while it runs, checked every S seconds. The container
-#   then stays stopped. It reads the host's /proc/meminfo, so it holds whether or not the memory a process takes
+# - Memory floor: with K > 0, COMMAND is not started while the host's MemAvailable is below K KiB (after waiting G
+#   seconds, default 30, for it to rise), and is killed (its whole process group) when MemAvailable falls below K
+#   while it runs, checked every S seconds. The container then stays stopped. It reads the host's /proc/meminfo, so it holds whether or not the memory a process takes
 #   (GPU allocations on a unified-memory host among it) is charged to this container's cgroup.
 # - A process killed by the kernel's OOM killer under the container's memory ceiling (its cgroup's oom_kill count
 #   grew) is named with CEILING.
@@ -26,7 +27,7 @@
 # Each verdict is one line "<container ID> <text>" in DIR/NAME.status, which serve readiness reads to name it.
 set -u
 
-name='' node='' dir='' max='' url='' stable=60 floor=0 every=1 ceiling='' wait_tcp='' wait_py='' wait_arg=''
+name='' node='' dir='' max='' url='' stable=60 floor=0 every=1 grace=30 ceiling='' wait_tcp='' wait_py='' wait_arg=''
 while [ $# -gt 0 ]; do
     case "$1" in
         name=*) name=${1#*=} ;;
@@ -37,6 +38,7 @@ while [ $# -gt 0 ]; do
         stable-seconds=*) stable=${1#*=} ;;
         min-available-kib=*) floor=${1#*=} ;;
         check-seconds=*) every=${1#*=} ;;
+        floor-grace-seconds=*) grace=${1#*=} ;;
         ceiling=*) ceiling=${1#*=} ;;
         wait-tcp=*) wait_tcp=${1#*=} ;;
         wait-python=*) wait_py=${1#*=} ;;
@@ -46,7 +48,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-case "$max$floor$every$stable" in *[!0-9]*) echo "container-init: max-starts, min-available-kib, check-seconds and stable-seconds are whole numbers" >&2; exit 64 ;; esac
+case "$max$floor$every$stable$grace" in *[!0-9]*) echo "container-init: max-starts, min-available-kib, check-seconds, stable-seconds and floor-grace-seconds are whole numbers" >&2; exit 64 ;; esac
 [ -n "$name" ] && [ -n "$node" ] && [ -n "$dir" ] && [ -n "$max" ] && [ "$every" -gt 0 ] && [ $# -gt 0 ] ||
     { echo "container-init: usage: name=NAME node=NODE state-dir=DIR max-starts=N [...] -- COMMAND..." >&2; exit 64; }
 
@@ -85,9 +87,15 @@ rm -f "$dir/$name.guard"
 
 stopping=0
 trap 'stopping=1' TERM INT
+oom0=$(oom_kills)
 
 if [ "$floor" -gt 0 ]; then
-    a=$(mem_available)
+    a=$(mem_available) end=$(($(date +%s) + grace))
+    while [ "$a" -lt "$floor" ] && [ "$(date +%s)" -lt "$end" ]; do
+        [ "$stopping" = 0 ] || exit 143
+        sleep "$every"
+        a=$(mem_available)
+    done
     [ "$a" -ge "$floor" ] || stay_down "memory guard: not started: $(floor_text "$a")"
 fi
 
@@ -103,6 +111,8 @@ ready() {
 }
 said=0
 until ready; do
+    # a check that the ceiling cannot even hold will never pass: an OOM kill here ends the wait
+    [ "$(oom_kills)" = "$oom0" ] || stay_down "OOM-killed under its memory ceiling of ${ceiling:-(none set)} while waiting for its preconditions"
     [ "$said" = 1 ] || { say "waiting for its preconditions (${wait_tcp:+TCP $wait_tcp }${wait_py:+a check of the Ray cluster})"; said=1; }
     [ "$stopping" = 0 ] || exit 143
     sleep 2
@@ -121,7 +131,6 @@ n=$((n + 1))
 put "$dir/$name.starts" "$cid $n" || stay_down "cannot record its start in $dir: refusing to start without a crash budget"
 verdict "start $n of at most $max"
 
-oom0=$(oom_kills)
 # its own process group (setsid, never forking here: a background job is no group leader), so a guard kill or a
 # stop reaches every process it started
 setsid "$@" &
@@ -166,7 +175,8 @@ while :; do
     fi
     kill -0 "$child" 2>/dev/null || break
 done
-kill "$watcher" 2>/dev/null
+# KILL: a just-forked watcher may still carry the TERM trap of this shell and would outlive a TERM
+kill -KILL "$watcher" 2>/dev/null
 wait "$watcher" 2>/dev/null
 
 if [ -f "$dir/$name.guard" ]; then
@@ -184,5 +194,7 @@ if [ "$(oom_kills)" != "$oom0" ]; then
 fi
 say "exited with $rc (start $n of at most $max)"
 verdict "exited with $rc (start $n of at most $max)"
-# a clean exit stays a clean exit; any failure is one the on-failure policy restarts, within the budget
+# A service that ends by itself failed, whatever its status (vLLM's server ends with 0 once its engine died): the
+# on-failure policy restarts it, within the budget. Only the init itself ends cleanly, when it stays stopped.
+[ "$rc" -ne 0 ] || rc=1
 exit "$rc"

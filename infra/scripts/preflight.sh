@@ -10,7 +10,8 @@
 # (NETWORK: fabric or management, for the error): it must answer there as an sshd (its banner) within 5 s.
 # It also creates the node's state directory <state-dir>/<node> with its tmp (the /tmp of every container of the
 # node) and cache (their compile caches), as the login user and private to it (0700), refusing one that another
-# user owns. Prints one JSON line of facts: {"node","arch","dockerVersion","gpusSeen"}.
+# user owns; and its init directory (each container's crash budget and verdict, kept on disk across reboots).
+# Prints one JSON line of facts: {"node","arch","dockerVersion","gpusSeen","memTotalKib"}.
 set -u
 
 node='' login='' state_dir='' fabric_if='' fabric_ip='' gpu_runtime='' gpus='' ports='' managed_label='' peers=''
@@ -44,9 +45,9 @@ node_dir="$state_dir/$node"
 if ! [ -L "$state_dir" ] && [ -d "$state_dir" ] && [ -n "$(find "$state_dir" -maxdepth 0 -perm -0002 ! -perm -1000)" ]; then
     fail "state dir $state_dir is writable by every user and not sticky; another user could replace $node_dir"
 fi
-(umask 077 && mkdir -p "$node_dir" "$node_dir/tmp" "$node_dir/cache") ||
-    fail "could not create $node_dir and its tmp and cache directories"
-for d in "$node_dir" "$node_dir/tmp" "$node_dir/cache"; do
+(umask 077 && mkdir -p "$node_dir" "$node_dir/tmp" "$node_dir/cache" "$node_dir/init") ||
+    fail "could not create $node_dir and its tmp, cache and init directories"
+for d in "$node_dir" "$node_dir/tmp" "$node_dir/cache" "$node_dir/init"; do
     if [ -L "$d" ] || ! [ -O "$d" ]; then
         fail "$d is not a directory owned by $(id -un) (owner: $(stat -c %U "$d" 2>/dev/null)); remove it or give it to $(id -un)"
     fi
@@ -111,4 +112,6 @@ if [ "$gpu_runtime" = nvidia ]; then
 else
     seen=$gpus
 fi
-printf '{"node":"%s","arch":"%s","dockerVersion":"%s","gpusSeen":%s}\n' "$node" "$(uname -m)" "$dver" "$seen"
+mem_total=$(awk '$1 == "MemTotal:" { print $2 }' /proc/meminfo 2>/dev/null)
+case "$mem_total" in '' | *[!0-9]*) fail "cannot read MemTotal from /proc/meminfo" ;; esac
+printf '{"node":"%s","arch":"%s","dockerVersion":"%s","gpusSeen":%s,"memTotalKib":%s}\n' "$node" "$(uname -m)" "$dver" "$seen" "$mem_total"

@@ -3,20 +3,24 @@
 # one real chat completion authenticated with the key read from the key file, then one without it, which must get
 # 401 (a server that answers without its key is open, not ready).
 #
-#   serve_readiness.bash node=NAME container=NAME port=N key-file=PATH timeout=SECONDS body=JSON
-#                        [interval=SECONDS] [tls=yes|no]
+#   serve_readiness.bash node=NAME container=NAME port=N key-file=PATH status-file=PATH timeout=SECONDS
+#                        body=JSON [interval=SECONDS] [tls=yes|no]
+#
+# STATUS-FILE is where the container's init (container_init.sh) writes its verdict: an OOM kill under the memory
+# ceiling, the memory guard's stop and a used-up crash budget each end the wait at once, named.
 #
 # The Authorization header reaches curl through a config file on a process substitution, so the key is never on
 # a command line. Prints one JSON line: {"ready":true,"node","port"}.
 set -uo pipefail
 
-node='' container='' port='' keyfile='' timeout='' body='' interval=1 tls=no
+node='' container='' port='' keyfile='' statusfile='' timeout='' body='' interval=1 tls=no
 for a in "$@"; do
     case "$a" in
         node=*) node=${a#*=} ;;
         container=*) container=${a#*=} ;;
         port=*) port=${a#*=} ;;
         key-file=*) keyfile=${a#*=} ;;
+        status-file=*) statusfile=${a#*=} ;;
         timeout=*) timeout=${a#*=} ;;
         body=*) body=${a#*=} ;;
         interval=*) interval=${a#*=} ;;
@@ -24,7 +28,7 @@ for a in "$@"; do
         *) echo "serve_readiness: unknown argument: $a" >&2; exit 2 ;;
     esac
 done
-for v in node container port keyfile timeout body; do
+for v in node container port keyfile statusfile timeout body; do
     [ -n "${!v}" ] || { echo "serve_readiness: missing argument $v" >&2; exit 2; }
 done
 
@@ -39,6 +43,13 @@ logs() { docker logs --tail 12 "$container" 2>&1 | sed 's/^/  | /' >&2 || true; 
 # The server's last log lines first, then the verdict: the error's last line always says what failed.
 fail() { logs; echo "$container on node $node: $*" >&2; exit 1; }
 auth() { printf 'header = "Authorization: Bearer %s"\n' "$(cat "$keyfile")"; }
+# The init's verdict for this very container (a replaced container's old verdict is not its own).
+verdict() {
+    local id line
+    id=$(docker inspect -f '{{.Id}}' "$container" 2>/dev/null) || return 0
+    [ -r "$statusfile" ] && IFS= read -r line <"$statusfile" || return 0
+    [ "${line%% *}" = "$id" ] && printf '%s' "${line#* }"
+}
 
 [ -r "$keyfile" ] || fail "API key file $keyfile is missing or unreadable"
 code=000
@@ -46,7 +57,11 @@ while :; do
     code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$base/health" || true)
     [ "$code" = 200 ] && break
     state=$(docker inspect -f '{{.State.Status}}' "$container" 2>/dev/null || echo missing)
-    case "$state" in exited | dead | missing) fail "container is $state before /health answered" ;; esac
+    v=$(verdict)
+    case "$v" in
+        OOM-killed* | "memory guard"* | "crash budget exhausted"*) fail "$v (container $state)" ;;
+    esac
+    case "$state" in exited | dead | missing) fail "container is $state before /health answered${v:+ ($v)}" ;; esac
     [ "$(date +%s)" -lt "$deadline" ] || fail "/health did not return 200 within ${timeout}s (last HTTP $code, container $state)"
     sleep "$interval"
 done

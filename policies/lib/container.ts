@@ -105,6 +105,8 @@ export interface ContainerView {
     ipcMode: Maybe<string>;
     /** Docker provider unit: MB. */
     shmSize: Maybe<number>;
+    /** The memory ceiling; docker provider unit: MB. */
+    memory: Maybe<number>;
     mounts: Maybe<MountView[]>;
     volumes: Maybe<VolumeView[]>;
 }
@@ -141,6 +143,7 @@ export function viewContainer(props: Record<string, unknown>, urn: string, name:
         networkMode: readString(props, "networkMode"),
         ipcMode: readString(props, "ipcMode"),
         shmSize: readNumber(props, "shmSize"),
+        memory: readNumber(props, "memory"),
         mounts: readArray(props, "mounts", (m): MountView => {
             if (m === UNKNOWN) return { target: UNKNOWN, source: UNKNOWN, type: UNKNOWN, readOnly: UNKNOWN };
             return {

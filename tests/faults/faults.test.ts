@@ -8,6 +8,7 @@ import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
 import type { EngineEvent } from "@pulumi/pulumi/automation";
+import { initHostDir } from "../../infra/builders/containerInit";
 import { apiKeyHostPath, rayTokenHostPath } from "../../infra/builders/node";
 import { ClusterReadySpec, clusterReadyCommand } from "../../infra/builders/ray";
 import { CONTAINER, LABEL } from "../../infra/contract";
@@ -434,25 +435,177 @@ test("key rotation: up --replace of the key restarts the server with the new key
     apiKey = newKey;
 }, 900_000);
 
-test("crash loop: a flag vLLM rejects stops after serve.maxRestarts restarts; up fails naming it; the fixed config converges", async () => {
+/** A container's init file on its host: its verdict or its crash budget ("<container ID> <text|count>"). */ async function readInit(
+    node: string,
+    container: string,
+    ext: "status" | "starts",
+): Promise<string> {
+    const r = await hosts.on(node, ["cat", `${initHostDir(hosts.cfg.stateDir, node)}/${container}.${ext}`]);
+    return r.code === 0 ? r.stdout.trim() : "";
+}
+
+/** Stops a simulated host's engine the way a reboot does (SIGTERM to dockerd: every container gets its stop signal). */
+async function stopEngine(n: string): Promise<void> {
+    const pid = fs.readFileSync(`/run/vcl-h${n.slice(-1)}/docker.pid`, "utf8").trim();
+    await runArgv(["kill", pid]);
+    await waitFor(`${n}'s engine to exit`, async () => (await runArgv(["kill", "-0", pid])).code !== 0, 120_000);
+}
+
+test("crash loop: a flag vLLM rejects starts serve.maxRestarts + 1 times in all, an engine restart in the middle of the loop included; up names the used-up budget; the fixed config converges", async () => {
     const good = [...hosts.cfg.serve.extraArgs];
+    const max = hosts.cfg.serve.maxRestarts + 1;
     editConfig(p, (c) => ((c.serve as Record<string, unknown>).extraArgs = [...good, "--no-such-flag"]));
+    // spark-1's engine restarted (as at a reboot) once the loop is at its second start: Docker's own restart count
+    // starts again at 0 then; the budget kept on the host's disk must not
+    let restartedAt = "";
+    const midLoop = (async () => {
+        await waitFor(
+            "serve's second start",
+            async () => / start 2 of at most /.test(await readInit(head, CONTAINER.serve, "status")),
+            900_000,
+            500,
+        );
+        restartedAt = await readInit(head, CONTAINER.serve, "status");
+        await stopEngine(head);
+        await restoreHosts();
+    })();
+    const first = await up(p);
+    await midLoop;
+    expect(first.ok).toBe(false);
+    await waitFor(
+        "the budget used up",
+        async () => /crash budget exhausted/.test(await readInit(head, CONTAINER.serve, "status")),
+        600_000,
+        2000,
+    );
+    // the loop ended for good: it stays stopped (a clean exit, which neither Docker nor an engine restart restarts)
+    await sleep(15_000);
+    const id = await hosts.containerId(head, CONTAINER.serve);
+    const starts = await readInit(head, CONTAINER.serve, "starts");
+    const state = await hosts.inspect(head, CONTAINER.serve, "{{.State.Status}} {{.State.ExitCode}} {{.RestartCount}}");
+    const logs = (await hosts.docker(head, ["logs", CONTAINER.serve])).stderr;
+    const vllmStarts = (logs.match(/vllm-cluster: vllm-serve on node spark-1: (exited with \d+|stopped by a signal)/g) ?? []).length;
+    // the up after the restart names the budget, at once
     const bad = await up(p);
     expect(bad.ok).toBe(false);
-    expect(bad.output + bad.error).toMatch(/vllm-serve on node spark-1: container is exited before \/health answered/);
-    const restarts = await hosts.inspect(head, CONTAINER.serve, "{{.RestartCount}} {{.State.Status}}");
-    expect(restarts).toBe(`${hosts.cfg.serve.maxRestarts} exited`);
+    expect(errorsOf(bad)).toMatch(new RegExp(`vllm-serve on node spark-1: crash budget exhausted: ${max} starts without becoming healthy`));
+    expect(bad.seconds).toBeLessThan(120);
+    expect(starts).toBe(`${id} ${max}`);
+    expect(state).toMatch(/^exited 0 /);
+    // Docker counted only the restarts since the engine came back: alone it would have allowed max more
+    expect(Number(state.split(" ")[2])).toBeLessThan(max);
+    expect(vllmStarts).toBe(max);
     row(
-        "serve flag vLLM rejects (crash loop)",
-        `at most ${hosts.cfg.serve.maxRestarts} restarts, up fails naming it`,
-        `RestartCount/state: ${restarts}`,
+        "serve flag vLLM rejects (crash loop), spark-1's engine restarted at start 2",
+        `${max} starts in all (serve.maxRestarts + 1), then stopped; up names the budget`,
+        `engine restarted at "${restartedAt.slice(65)}"; vLLM started ${vllmStarts} times; then ${state.split(" ").slice(0, 2).join(" ")} (Docker's RestartCount ${state.split(" ")[2]}); up: ${lineOf(errorsOf(bad), /crash budget/)}`,
         bad,
     );
     editConfig(p, (c) => ((c.serve as Record<string, unknown>).extraArgs = good));
+    const fixed = expectOk(await up(p, { refresh: true }));
+    expect(await servingWithin(120_000)).toBe(200);
+    row("crash loop: config fixed, up --refresh", "converges, no manual cleanup", `changed ${changed(fixed).join(", ")}`, fixed);
+}, 2_400_000);
+
+test("memory ceiling: serve under too small a ceiling is OOM-killed; up fails naming the OOM kill, the container and the ceiling; the host still answers; the sane config converges", async () => {
+    const since = Math.floor(Date.now() / 1000);
+    editConfig(p, (c) => ((c.serve as Record<string, unknown>).memoryLimit = "300m"));
+    const bad = await up(p);
+    expect(bad.ok).toBe(false);
+    expect(errorsOf(bad)).toMatch(/vllm-serve on node spark-1: OOM-killed under its memory ceiling of 300MiB/);
+    expect(bad.seconds).toBeLessThan(300);
+    const ceiling = await hosts.inspect(head, CONTAINER.serve, "{{.HostConfig.Memory}}");
+    expect(Number(ceiling)).toBe(300 * 1024 ** 2);
+    // the kernel's OOM killer acted in the container's cgroup: the engine reported it (State.OOMKilled of that exit)
+    const ooms = await hosts.must(head, [
+        "docker",
+        "events",
+        "--since",
+        String(since),
+        "--until",
+        String(Math.floor(Date.now() / 1000)),
+        "--filter",
+        `container=${CONTAINER.serve}`,
+        "--filter",
+        "event=oom",
+        "--format",
+        "{{.Action}}",
+    ]);
+    expect(ooms).toMatch(/oom/);
+    // the host never ran out: it still answers ssh at once
+    const t0 = Date.now();
+    await hosts.must(head, ["true"]);
+    const sshMs = Date.now() - t0;
+    row(
+        "serve under a 300 MiB ceiling (serve.memoryLimit)",
+        "OOM-killed; up fails naming the kill, the container and the ceiling; host answers",
+        `up failed after ${Math.round(bad.seconds)} s: ${lineOf(errorsOf(bad), /OOM-killed/)}; engine oom events: ${ooms.trim().split("\n").length}; ssh answered in ${sshMs} ms`,
+        bad,
+    );
+    editConfig(p, (c) => delete (c.serve as Record<string, unknown>).memoryLimit);
     const fixed = expectOk(await up(p));
     expect(await serving()).toBe(200);
-    row("crash loop: config fixed, up", "converges, no manual cleanup", `changed ${changed(fixed).join(", ")}`, fixed);
-}, 1_200_000);
+    row("ceiling removed: up", "converges, no manual cleanup", `changed ${changed(fixed).join(", ")}; HTTP 200`, fixed);
+}, 1_800_000);
+
+/** MemAvailable of this machine, which every simulated host (and every container) reads as its own, in KiB. */
+function memAvailableKib(): number {
+    return Number(/^MemAvailable:\s+(\d+)/m.exec(fs.readFileSync("/proc/meminfo", "utf8"))![1]);
+}
+
+test("memory floor: MemAvailable falling below memoryGuard.minAvailable while serving makes the guard stop serve (and each container of the program) and say so; the hosts answer; up --refresh converges once memory is back", async () => {
+    // a floor 2.5 GiB under what is free while serving: the cluster's own restart stays above it, a neighbour's
+    // allocation (a process on the host, outside every container) pushes it below
+    const floorMib = Math.floor(memAvailableKib() / 1024) - 2560;
+    editConfig(p, (c) => (c.memoryGuard = { minAvailable: `${floorMib}m` }));
+    expectOk(await up(p));
+    expect(await serving()).toBe(200);
+    const take = Math.max(0, memAvailableKib() - floorMib * 1024) + 1024 ** 2;
+    const hog = await import("child_process").then((cp) =>
+        cp.spawn("python3", ["-c", `import time; b = b"x" * (${take} * 1024); time.sleep(300)`], { stdio: "ignore" }),
+    );
+    const t0 = Date.now();
+    let verdicts: string[] = [];
+    try {
+        await waitFor(
+            "the memory guard to stop serve",
+            async () => /memory guard: stopped/.test(await readInit(head, CONTAINER.serve, "status")),
+            120_000,
+            500,
+        );
+    } finally {
+        const stoppedMs = Date.now() - t0;
+        hog.kill("SIGKILL");
+        verdicts = [
+            `serve ${stoppedMs} ms after the allocation began`,
+            ...(await Promise.all(
+                [
+                    [head, CONTAINER.serve],
+                    [head, CONTAINER.rayHead],
+                    [worker, CONTAINER.rayWorker],
+                ].map(async ([n, c]) => `${c} on ${n}: ${(await readInit(n, c, "status")).slice(65)}`),
+            )),
+        ];
+    }
+    const serveState = await hosts.inspect(head, CONTAINER.serve, "{{.State.Status}} {{.State.ExitCode}}");
+    const logs = (await hosts.docker(head, ["logs", "--tail", "5", CONTAINER.serve])).stderr;
+    expect(serveState).toBe("exited 0");
+    expect(logs).toMatch(/vllm-serve on node spark-1: memory guard: stopped: MemAvailable [\d.]+ GiB is below the floor of [\d.]+ GiB/);
+    await hosts.must(head, ["true"]);
+    await hosts.must(worker, ["true"]);
+    // stays stopped: not restarted by the engine
+    await sleep(5000);
+    expect(await hosts.inspect(head, CONTAINER.serve, "{{.State.Status}}")).toBe("exited");
+    row(
+        "memory floor crossed while serving (a 2.5 GiB allocation outside the containers)",
+        "the guard stops serve and says so; hosts answer",
+        verdicts.join("; "),
+    );
+    editConfig(p, (c) => delete c.memoryGuard);
+    const back = expectOk(await up(p, { refresh: true }));
+    expect(await serving()).toBe(200);
+    row("memory back, floor removed: up --refresh", "converges, no manual cleanup", `changed ${changed(back).join(", ")}; HTTP 200`, back);
+}, 2_400_000);
 
 test("host key mismatch: refused before any command runs on that host, naming it", async () => {
     // The pinned key of spark-2 replaced by another one in the known_hosts file the stack uses: what an operator
@@ -586,8 +739,11 @@ test("host lost while serving (spark-2's engine stopped): refresh and up name it
     } finally {
         await restoreHosts();
     }
-    // serving again without an operator, within 20 s of the engine's start? (polled: recorded, not asserted)
-    const byItself = await servingWithin(20_000);
+    // serving again without an operator (the containers' restart policy and their inits' waits), within 300 s of
+    // the engine's start? (polled: recorded)
+    const backAt = Date.now();
+    const byItself = await servingWithin(300_000);
+    const byItselfSeconds = Math.round((Date.now() - backAt) / 1000);
     // healed before any expectation: the next tests need the cluster serving
     const back = await up(p, { refresh: true });
     const status = await serving();
@@ -609,7 +765,7 @@ test("host lost while serving (spark-2's engine stopped): refresh and up name it
     row(
         "spark-2's engine back (restarted, as after a reboot): up --refresh",
         "back after one up --refresh, serving",
-        `serving by itself: ${byItself === 200 ? "yes" : `no (HTTP ${byItself})`}; up --refresh ${
+        `serving by itself: ${byItself === 200 ? `yes, ${byItselfSeconds} s after the engine started` : `no (HTTP ${byItself} after 300 s)`}; up --refresh ${
             back.ok ? `changed ${changed(back).join(", ") || "nothing"}` : "FAILED"
         }; HTTP ${status}`,
         back,

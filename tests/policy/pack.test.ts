@@ -14,7 +14,7 @@ describe("vllm-cluster policy pack", () => {
         expect(name).toBe("vllm-cluster");
     });
 
-    it("assembles the eleven policies with unique names", () => {
+    it("assembles the twelve policies with unique names", () => {
         const names = args.policies.map((p) => p.name);
         expect(names).toEqual([
             "gpu-memory-utilization",
@@ -28,6 +28,7 @@ describe("vllm-cluster policy pack", () => {
             "host-mounts-safe",
             "serve-bind-needs-tls",
             "native-rendezvous-on-fabric",
+            "unified-memory-guarded",
         ]);
     });
 

@@ -57,6 +57,20 @@ describe("policy pack against the program's containers (spark stack, backend ray
         expect(v.map((x) => x.policy).sort()).toEqual(["gpu-memory-utilization", "image-pinned"]);
     });
 
+    it("flags the spark stack's unified-memory hosts when the memory guard's ceiling or floor is turned off", async () => {
+        const noFloor = await runPack(await programContainers("spark", (raw) => (pinned(raw), (raw.memoryGuard = { minAvailable: "0" }))));
+        // every container of both hosts: the Ray head, the worker and serve
+        expect(noFloor.map((x) => x.policy)).toEqual(Array(3).fill("unified-memory-guarded"));
+        expect(noFloor.map((x) => x.message)).toEqual(Array(3).fill(expect.stringContaining("no memory floor")));
+        const noCeiling = await runPack(await programContainers("spark", (raw) => (pinned(raw), (raw.memoryGuard = { limit: "0" }))));
+        expect(noCeiling.map((x) => x.message)).toEqual(Array(3).fill(expect.stringContaining("no memory ceiling")));
+        // serve's own ceiling is its own: only it is flagged when only it is missing
+        const serveOnly = await runPack(
+            await programContainers("spark", (raw) => (pinned(raw), (raw.memoryGuard = { limit: "0" }), (raw.serve.memoryLimit = "100g"))),
+        );
+        expect(serveOnly).toHaveLength(2);
+    });
+
     it("passes 0.93 on hosts with dedicated GPU memory", async () => {
         const v = await runPack(
             await programContainers("spark", (raw) => {

@@ -604,6 +604,7 @@ describe("vllm serve", () => {
             port: 8001,
             servedName: "qwen3.5-122b-a10b-fp8",
             apiKeyFile: "/home/aurora/.local/state/vllm-cluster/spark-1/api-key",
+            statusFile: "/home/aurora/.local/state/vllm-cluster/spark-1/init/vllm-serve.status",
             timeoutSeconds: 1800,
         });
         expect(step.script).toBe("serve_readiness.bash");
@@ -630,13 +631,20 @@ describe("vllm serve", () => {
                 `case "$url" in */health) printf 200;; *) if [ $key = 1 ]; then printf '{"choices":[{"message":{"content":"ready"}}]}\\n200'; elif [ "\${OPEN:-0}" = 1 ]; then printf 200; else printf 401; fi;; esac\n`,
             { mode: 0o755 },
         );
-        fs.writeFileSync(path.join(dir, "docker"), `#!/bin/sh\necho "\${FAKE_STATE:-running}"\n`, { mode: 0o755 });
+        // fake docker inspect: the container's ID for -f {{.Id}}, its state otherwise
+        fs.writeFileSync(
+            path.join(dir, "docker"),
+            `#!/bin/sh\ncase "$*" in *'{{.Id}}'*) echo "\${FAKE_ID:-c0ffee}" ;; *) echo "\${FAKE_STATE:-running}" ;; esac\n`,
+            { mode: 0o755 },
+        );
+        const statusFile = path.join(dir, "vllm-serve.status");
         const env = { ...process.env, PATH: `${dir}:${process.env.PATH}` };
         const spec = {
             node: "spark-1",
             port: 8001,
             servedName: "m",
             apiKeyFile: keyfile,
+            statusFile,
             timeoutSeconds: 5,
             intervalSeconds: 0,
         };
@@ -660,6 +668,28 @@ describe("vllm serve", () => {
         });
         expect(dead.status).toBe(1);
         expect(dead.stderr).toContain("vllm-serve on node spark-1: container is exited before /health answered");
+
+        // the init's verdict for this container ends the wait at once, named; another container's is not this one's
+        fs.writeFileSync(statusFile, "c0ffee OOM-killed under its memory ceiling of 256MiB\n");
+        const t0 = Date.now();
+        const oom = spawnSync("bash", localStepArgv(serveReadinessStep({ ...spec, timeoutSeconds: 60 })).slice(1), {
+            encoding: "utf8",
+            env: { ...env, FAKE_STATE: "restarting" },
+        });
+        expect(oom.status).toBe(1);
+        expect(oom.stderr).toContain("vllm-serve on node spark-1: OOM-killed under its memory ceiling of 256MiB (container restarting)");
+        expect(Date.now() - t0).toBeLessThan(30_000);
+        const other = spawnSync("bash", localStepArgv(serveReadinessStep(spec)).slice(1), {
+            encoding: "utf8",
+            env: { ...env, FAKE_STATE: "restarting", FAKE_ID: "beef" },
+        });
+        expect(other.stderr).toContain("/health did not return 200 within 5s");
+        fs.writeFileSync(statusFile, "c0ffee memory guard: stopped: MemAvailable 1.0 GiB is below the floor of 4.0 GiB\n");
+        const guard = spawnSync("bash", localStepArgv(serveReadinessStep(spec)).slice(1), {
+            encoding: "utf8",
+            env: { ...env, FAKE_STATE: "exited" },
+        });
+        expect(guard.stderr).toContain("vllm-serve on node spark-1: memory guard: stopped: MemAvailable 1.0 GiB is below the floor");
         fs.rmSync(dir, { recursive: true });
     });
 });

@@ -436,6 +436,21 @@ const schemaCases: [string, (r: Raw) => void, string[]][] = [
     ],
     ["nodes of the wrong type are reported once", (r) => (r.nodes = ""), ["nodes: must be a non-empty list"]],
     [
+        "memory sizes that are not sizes, or too small for a container, are named",
+        (r) => {
+            r.memoryGuard = { limit: "12x", minAvailable: "4 g", reserve: -1, checkSeconds: 0, floor: "1g" };
+            r.serve.memoryLimit = "1m";
+        },
+        [
+            'serve.memoryLimit: "1m" is below the smallest allowed, 64m',
+            'memoryGuard.limit: "12x" is not a size such as 512m or 64g',
+            'memoryGuard.reserve: "-1" is not a size such as 512m or 64g',
+            'memoryGuard.minAvailable: "4 g" is not a size such as 512m or 64g',
+            "memoryGuard.checkSeconds: 0 is out of range 1..60",
+            "memoryGuard.floor: unknown key",
+        ],
+    ],
+    [
         "a list item of the wrong type is reported once",
         (r) => (r.nodes[0].rdmaDevices = [[]]),
         ["nodes[0].rdmaDevices[0]: must be a non-empty string"],

@@ -72,6 +72,12 @@ describe("crash budget", () => {
         expect(fs.readFileSync(ran, "utf8").trim().split("\n")).toHaveLength(3);
     });
 
+    test("a command that ends by itself with 0 failed all the same (vLLM's server does once its engine died): restarted within the budget", () => {
+        const r = runInit(["max-starts=2"], "exit 0");
+        expect(r.status).toBe(1);
+        expect(r.verdict).toMatch(/exited with 0 \(start 1 of at most 2\)$/);
+    });
+
     test("the budget is kept on disk: a run in a new process (as after a reboot) continues the count", () => {
         fs.writeFileSync(path.join(dir, "c.starts"), "unknown 2\n");
         expect(runInit(["max-starts=3"], "exit 1").verdict).toMatch(/start 3 of at most 3/);
@@ -135,9 +141,9 @@ describe("crash budget", () => {
 });
 
 describe("memory floor", () => {
-    test("below the floor at start: not started, a clean exit, the verdict names MemAvailable and the floor", () => {
+    test("below the floor at start (after its grace): not started, a clean exit, the verdict names MemAvailable and the floor", () => {
         const ran = path.join(dir, "ran");
-        const r = runInit(["max-starts=3", `min-available-kib=${memAvailableKib() * 4}`], `touch ${ran}`);
+        const r = runInit(["max-starts=3", `min-available-kib=${memAvailableKib() * 4}`, "floor-grace-seconds=2"], `touch ${ran}`);
         expect(r.status).toBe(0);
         expect(r.verdict).toMatch(
             /memory guard: not started: MemAvailable [\d.]+ GiB is below the floor of [\d.]+ GiB \(memoryGuard.minAvailable\)/,
@@ -191,7 +197,8 @@ describe("signals and preconditions", () => {
         const server = net.createServer((s) => s.end());
         await new Promise<void>((r) => server.listen(port, "127.0.0.1", r));
         try {
-            expect(await exited(p)).toBe(0);
+            // touch ended by itself, which for a service is a failure (restarted within its budget)
+            expect(await exited(p)).toBe(1);
             expect(fs.existsSync(ran)).toBe(true);
             expect(stderr).toContain("preconditions met");
         } finally {

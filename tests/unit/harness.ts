@@ -22,6 +22,8 @@ const yaml = require("js-yaml") as { load(s: string): unknown };
 export const PROJECT = "vllm-cluster";
 export const MOCK_API_KEY = "MOCKAPIKEY0123456789abcdefghijklmnopqrstuvwxyzXYZ";
 export const MOCK_RAY_TOKEN = "MOCKRAYTOKEN456789abcdefghijklmnopqrstuvwxyzXYZ01";
+/** What every mocked preflight reports as the host's MemTotal: a GB10's 119.2 GiB as Linux sees it. */
+export const MOCK_MEM_TOTAL_KIB = 125_000_000;
 
 /** Options of a resource as given to its constructor; resources by logical name ("" for none). */
 export interface Options {
@@ -141,7 +143,13 @@ function mockState(args: pulumi.runtime.MockResourceArgs, salt: string): { id: s
             let stdout = "";
             if (args.name.endsWith("-preflight")) {
                 const node = args.name.replace(/-preflight$/, "");
-                stdout = JSON.stringify({ node, arch: `aarch64-${h(node)}`, dockerVersion: "28.0.0", gpusSeen: 1 });
+                stdout = JSON.stringify({
+                    node,
+                    arch: `aarch64-${h(node)}`,
+                    dockerVersion: "28.0.0",
+                    gpusSeen: 1,
+                    memTotalKib: MOCK_MEM_TOTAL_KIB,
+                });
             }
             return { id: `${args.name}-${h(inputs)}`, state: { ...inputs, stdout, stderr: "" } };
         }

@@ -65,8 +65,12 @@ describe("preflight", () => {
         const ok = runPreflight(sim, stateDir, [], { encoding: "utf8", env });
         expect(ok.status).toBe(0);
         expect(JSON.parse(ok.stdout)).toMatchObject({ node: "spark-2", dockerVersion: "28.0.1", gpusSeen: 1 });
-        // private to the login user: no other local user can plant code in a container's /tmp or its compile caches
-        for (const d of ["", "tmp", "cache"]) {
+        // the host's memory, for the default ceiling of a unified-memory node: this machine's MemTotal
+        const memTotal = Number(/^MemTotal:\s+(\d+)/m.exec(fs.readFileSync("/proc/meminfo", "utf8"))![1]);
+        expect(JSON.parse(ok.stdout).memTotalKib).toBe(memTotal);
+        // private to the login user: no other local user can plant code in a container's /tmp, its compile caches or
+        // the crash budgets and verdicts of its containers' inits
+        for (const d of ["", "tmp", "cache", "init"]) {
             expect(fs.statSync(path.join(stateDir, "spark-2", d)).mode & 0o7777).toBe(0o700);
         }
         // a link planted in place of a directory is refused, never followed

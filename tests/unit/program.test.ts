@@ -6,6 +6,7 @@ import { ClusterConfig, validateConfig } from "../../infra/config";
 import { apiKeyHash, secretHash } from "../../infra/builders/key";
 import { shellQuote } from "../../infra/builders/quote";
 import { scriptFile } from "../../infra/builders/remoteStep";
+import { derivedCeilingMb } from "../../infra/builders/containerInit";
 
 /** How a remote step's recorded command carries one argument: a line of its own. */
 const arg = (a: string) => `vcl_args="$vcl_args "${shellQuote(shellQuote(a))}`;
@@ -18,6 +19,7 @@ import { imagePresenceProvider } from "../../infra/providers/imagePresence";
 import { modelChainProvider } from "../../infra/providers/modelChain";
 import {
     MOCK_API_KEY,
+    MOCK_MEM_TOTAL_KIB,
     PropertyDependencies,
     TEST_TLS,
     Rec,
@@ -59,6 +61,19 @@ function get(run: Run, name: string): Rec {
 
 function envOf(r: Rec): Record<string, string> {
     return Object.fromEntries((r.inputs.envs as string[]).map((e) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)]));
+}
+
+/**
+ * A container's Entrypoint split at its init (container_init.sh, PID 1): the init's `key=value` arguments and what
+ * it runs after `--` (the container's own entrypoint).
+ */
+function initOf(r: Rec): { args: Record<string, string>; then: string[] } {
+    const e = r.inputs.entrypoints as string[];
+    expect(e.slice(0, 2)).toEqual(["/bin/sh", "-c"]);
+    expect(e[3]).toBe("container_init");
+    const end = e.indexOf("--");
+    const args = Object.fromEntries(e.slice(5, end).map((a) => [a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)]));
+    return { args, then: e.slice(end + 1) };
 }
 
 function labelsOf(r: Rec): Record<string, string> {
@@ -159,10 +174,25 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
                 networkMode: "host",
                 ipcMode: "host",
                 restart: "on-failure",
-                maxRetryCount: 3,
                 mustRun: true,
             });
-            expect((r.inputs.entrypoints as string[]).length).toBeGreaterThan(0);
+            // Docker's own count starts again at 0 whenever the engine restarts: the init keeps the bound instead
+            expect(r.inputs.maxRetryCount).toBeUndefined();
+            const init = initOf(r);
+            expect(init.args).toMatchObject({
+                name: r.inputs.name,
+                node: labelsOf(r)["vllm-cluster.node"],
+                "state-dir": "/var/lib/vllm-cluster-init",
+                "max-starts": String(configs[stack].serve.maxRestarts + 1),
+            });
+            expect(init.then.length).toBeGreaterThan(0);
+            // the init directory, read-write, a bind whose missing source fails creation (preflight makes it)
+            expect(r.inputs.mounts).toContainEqual({
+                type: "bind",
+                source: `${configs[stack].stateDir}/${labelsOf(r)["vllm-cluster.node"]}/init`,
+                target: "/var/lib/vllm-cluster-init",
+                readOnly: false,
+            });
             expect(r.deleteBeforeReplace).toBe(true);
             // a container found stopped by refresh is replaced (new ID) rather than started again in place
             expect(r.replaceOnChanges).toEqual(["mustRun"]);
@@ -287,9 +317,10 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
         const cfg = configs[stack];
         const preview = await runStack(stack, cfg, { name: "ray-head-container", outputs: "unknown" });
         expect(unknownInputs(preview)).toEqual({
-            ...Object.fromEntries(cfg.workers.map((w) => [`ray-worker-${w.name}-container`, ["command", "labels"]])),
+            // a worker's init waits for the head's address, and serve's for the Ray cluster at the head's address
+            ...Object.fromEntries(cfg.workers.map((w) => [`ray-worker-${w.name}-container`, ["command", "entrypoints", "labels"]])),
             "cluster-ready-probe": ["checkScript", "triggers", "waitScript"],
-            "serve-container": ["envs"],
+            "serve-container": ["entrypoints", "envs"],
         });
     });
 
@@ -365,7 +396,7 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
         expect(cmd).toContain("--enable-auto-tool-choice");
         expect(cmd).toContain("--trust-remote-code");
         expect(cmd).not.toContain("--api-key");
-        expect(serve.inputs.entrypoints).toEqual(SERVE_ENTRYPOINT);
+        expect(initOf(serve).then).toEqual(SERVE_ENTRYPOINT);
         expect(JSON.stringify(serve.inputs)).not.toContain(MOCK_API_KEY);
         expect(envOf(serve)).toEqual({
             VLLM_HOST_IP: "192.168.200.12",
@@ -418,19 +449,74 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
                 target: "/run/vllm-cluster/ray-token",
                 readOnly: true,
             },
+            {
+                type: "bind",
+                source: "/home/aurora/.local/state/vllm-cluster/spark-1/init",
+                target: "/var/lib/vllm-cluster-init",
+                readOnly: false,
+            },
         ]);
         expect(serve.inputs.gpus).toBe("all");
         expect(serve.inputs.shmSize).toBe(65536);
     });
 
+    test("memory guard on the GB10s (unified memory): each container's ceiling is the host's memory less 8 GiB, the floor 4 GiB", () => {
+        const mib = Math.floor((MOCK_MEM_TOTAL_KIB * 1024 - 8 * 1024 ** 3) / 1024 ** 2);
+        for (const name of ["ray-head-container", "ray-worker-spark-2-container", "serve-container"]) {
+            const r = get(run(), name);
+            expect([name, r.inputs.memory]).toEqual([name, mib]);
+            expect(initOf(r).args).toMatchObject({
+                "min-available-kib": String(4 * 1024 ** 2),
+                "check-seconds": "1",
+                ceiling: `${mib}MiB`,
+            });
+        }
+        // serve waits, after a reboot too, until Ray sees every host on its fabric IP: the gate's own probe, looking once
+        const serveInit = initOf(get(run(), "serve-container")).args;
+        expect(JSON.parse(serveInit["wait-arg"])).toEqual({
+            address: "192.168.200.12:6379",
+            nodes: [
+                { name: "spark-1", fabricIp: "192.168.200.12", sshHost: "10.1.230.180" },
+                { name: "spark-2", fabricIp: "192.168.200.13", sshHost: "10.1.230.181" },
+            ],
+            gpus: 2,
+            timeoutSeconds: 0,
+        });
+        expect(Buffer.from(serveInit["wait-python"], "base64").toString()).toBe(scriptFile("ray_cluster_probe.py").text);
+        expect(serveInit["healthy-url"]).toBe("https://127.0.0.1:8001/health");
+        // a worker waits for the head's GCS
+        expect(initOf(get(run(), "ray-worker-spark-2-container")).args["wait-tcp"]).toBe("192.168.200.12:6379");
+    });
+
+    test("memory guard: memoryGuard.limit for every container, serve.memoryLimit for serve's own; a reserve larger than the host is named", async () => {
+        const raw = deepClone(loadStackRaw("spark")) as Raw;
+        raw.memoryGuard = { limit: "64g", minAvailable: "2g", checkSeconds: 5 };
+        raw.serve.memoryLimit = "100g";
+        const r = await runStack("spark", validateConfig(raw));
+        expect(get(r, "ray-head-container").inputs.memory).toBe(64 * 1024);
+        expect(get(r, "serve-container").inputs.memory).toBe(100 * 1024);
+        expect(initOf(get(r, "ray-worker-spark-2-container")).args).toMatchObject({
+            "min-available-kib": String(2 * 1024 ** 2),
+            "check-seconds": "5",
+        });
+        // hosts with dedicated GPU memory (the local stack): neither unless set
+        const local = get(runs.local, "ray-head-container");
+        expect(local.inputs.memory).toBeUndefined();
+        expect(initOf(local).args["min-available-kib"]).toBe("0");
+        // the host's memory is known only once its preflight ran: the default ceiling is checked then
+        expect(() => derivedCeilingMb("spark-1", 200 * 1024 ** 3, MOCK_MEM_TOTAL_KIB)).toThrow(
+            "node spark-1: memoryGuard.reserve (204800 MiB) leaves no memory for the containers (the host has 122070 MiB); " +
+                "set a smaller memoryGuard.reserve or memoryGuard.limit",
+        );
+    });
+
     test("ray head and worker containers", () => {
         const head = get(run(), "ray-head-container");
         const worker = get(run(), "ray-worker-spark-2-container");
-        expect({
-            head: [head.inputs.entrypoints, head.inputs.command],
-            worker: [worker.inputs.entrypoints, worker.inputs.command],
-        }).toMatchSnapshot();
-        expect(head.inputs.entrypoints).toEqual(["/usr/bin/env"]);
+        // the init's arguments, not its text: the snapshot is of what each container is told, the script is tested as a file
+        const shown = (r: Rec) => [initOf(r).args, initOf(r).then, r.inputs.command];
+        expect({ head: shown(head), worker: shown(worker) }).toMatchSnapshot();
+        expect(initOf(head).then).toEqual(["/usr/bin/env"]);
         expect(head.inputs.command).toEqual(
             expect.arrayContaining([
                 "ray",
@@ -828,7 +914,6 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
                 networkMode: "host",
                 ipcMode: "host",
                 restart: "on-failure",
-                maxRetryCount: 3,
                 mustRun: true,
             });
             expect(r.deleteBeforeReplace).toBe(true);
@@ -900,8 +985,12 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
         expect(flags(r1)).toEqual(["2", "1", "10.232.0.11", "29500", "mp"]);
         expect(r0.inputs.command).not.toContain("--headless");
         expect(r1.inputs.command).toContain("--headless");
-        expect(r0.inputs.entrypoints).toEqual(SERVE_ENTRYPOINT);
-        expect(r1.inputs.entrypoints).toEqual(["/usr/bin/env"]);
+        expect(initOf(r0).then).toEqual(SERVE_ENTRYPOINT);
+        expect(initOf(r1).then).toEqual(["/usr/bin/env"]);
+        // rank 0 is healthy once its /health answers; a headless rank, which has none, once it outlived the load time
+        // (this stack serves HTTPS: serve.tls)
+        expect(initOf(r0).args["healthy-url"]).toBe(`https://127.0.0.1:${cfg.serve.port}/health`);
+        expect(initOf(r1).args["stable-seconds"]).toBe(String(cfg.serve.readyTimeoutSeconds));
         expect(envOf(r0).VLLM_HOST_IP).toBe("10.232.0.11");
         expect(envOf(r1).VLLM_HOST_IP).toBe("10.232.0.12");
         expect(envOf(r1).NCCL_SOCKET_IFNAME).toBe("fabric0");
