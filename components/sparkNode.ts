@@ -19,6 +19,8 @@ export interface SparkNodeArgs {
     peerHost: string;
     /** The hosts this one may forward a chain copy to: preflight checks that it reaches each one's sshd there. */
     peers: readonly PreflightPeer[];
+    /** The model directory: preflight checks that a reboot does not empty it (not on tmpfs). */
+    modelDir?: string;
 }
 
 /** Facts the preflight reports about a host. */
@@ -63,7 +65,7 @@ export class SparkNode extends pulumi.ComponentResource {
 
         this.preflight = new command.local.Command(
             `${name}-preflight`,
-            { create: preflightCommand(args.ssh, args.node, args.stateDir, args.ports, args.peers) },
+            { create: preflightCommand(args.ssh, args.node, args.stateDir, args.ports, args.peers, args.modelDir) },
             { parent: this },
         );
 

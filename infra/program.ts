@@ -67,7 +67,18 @@ function sparkNodes(cfg: ClusterConfig): Map<string, SparkNode> {
         const ssh = sshTargetOf(node, cfg.ssh);
         const ports = nodeListenPorts(cfg, node);
         const peers = chainPeers(cfg, node);
-        hosts.set(node.name, new SparkNode(node.name, { node, ssh, stateDir: cfg.stateDir, ports, peerHost: peerHost(cfg, node), peers }));
+        hosts.set(
+            node.name,
+            new SparkNode(node.name, {
+                node,
+                ssh,
+                stateDir: cfg.stateDir,
+                ports,
+                peerHost: peerHost(cfg, node),
+                peers,
+                modelDir: cfg.model.hostPath,
+            }),
+        );
     }
     return hosts;
 }

@@ -22,7 +22,13 @@ export interface PreflightPeer {
  * `peers` the hosts it may forward a chain copy to (each must answer as an sshd there); it prints one JSON line of
  * facts, {"node","arch","dockerVersion","gpusSeen"}.
  */
-export function preflightStep(n: NodeConfig, stateDir: string, ports: readonly number[], peers: readonly PreflightPeer[] = []): RemoteStep {
+export function preflightStep(
+    n: NodeConfig,
+    stateDir: string,
+    ports: readonly number[],
+    peers: readonly PreflightPeer[] = [],
+    modelDir?: string,
+): RemoteStep {
     const args = [
         `node=${n.name}`,
         `login=${n.sshUser}@${n.sshHost}`,
@@ -33,6 +39,8 @@ export function preflightStep(n: NodeConfig, stateDir: string, ports: readonly n
         `gpus=${n.gpus}`,
         ...(ports.length > 0 ? [`ports=${ports.join(",")}`, `managed-label=${LABEL.managed}`] : []),
         ...peers.map((p) => `ssh-peer=${p.node}@${p.host}:${p.port}:${p.network}`),
+        // checked not to be on a file system that a reboot empties, where it exists
+        ...(modelDir !== undefined ? [`model-dir=${modelDir}`] : []),
     ];
     return { what: `preflight on node ${n.name}`, script: "preflight.sh", args };
 }
@@ -43,6 +51,7 @@ export function preflightCommand(
     stateDir: string,
     ports: readonly number[],
     peers: readonly PreflightPeer[] = [],
+    modelDir?: string,
 ): string {
-    return remoteStepCommand(t, preflightStep(n, stateDir, ports, peers));
+    return remoteStepCommand(t, preflightStep(n, stateDir, ports, peers, modelDir));
 }

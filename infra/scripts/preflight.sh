@@ -4,7 +4,7 @@
 #
 #   preflight.sh node=NAME login=USER@HOST state-dir=DIR fabric-interface=IF fabric-ip=IP
 #                gpu-runtime=nvidia|none gpus=N [ports=P,P,...] [managed-label=LABEL]
-#                [ssh-peer=NODE@ADDRESS:PORT:NETWORK ...]
+#                [ssh-peer=NODE@ADDRESS:PORT:NETWORK ...] [model-dir=DIR]
 #
 # Each ssh-peer is a host this one may forward a chain copy (image, model) to, at the address it will dial
 # (NETWORK: fabric or management, for the error): it must answer there as an sshd (its banner) within 5 s.
@@ -14,7 +14,7 @@
 # Prints one JSON line of facts: {"node","arch","dockerVersion","gpusSeen","memTotalKib"}.
 set -u
 
-node='' login='' state_dir='' fabric_if='' fabric_ip='' gpu_runtime='' gpus='' ports='' managed_label='' peers=''
+node='' login='' state_dir='' fabric_if='' fabric_ip='' gpu_runtime='' gpus='' ports='' managed_label='' peers='' model_dir=''
 for a in "$@"; do
     case "$a" in
         node=*) node=${a#*=} ;;
@@ -27,6 +27,7 @@ for a in "$@"; do
         ports=*) ports=$(printf '%s' "${a#*=}" | tr ',' ' ') ;;
         managed-label=*) managed_label=${a#*=} ;;
         ssh-peer=*) peers="$peers ${a#*=}" ;;
+        model-dir=*) model_dir=${a#*=} ;;
         *) echo "preflight: unknown argument: $a" >&2; exit 2 ;;
     esac
 done
@@ -53,6 +54,15 @@ for d in "$node_dir" "$node_dir/tmp" "$node_dir/cache" "$node_dir/init"; do
     fi
     chmod 700 "$d" || fail "could not make $d private (chmod 700)"
 done
+# Reboots: what the node keeps (key and token files, compile caches, the containers' crash budgets) must outlive
+# one, and so must the model: a file system that a reboot empties would leave the containers nothing to start with.
+on_ram() { case "$(stat -f -c %T "$1" 2>/dev/null)" in tmpfs | ramfs) return 0 ;; esac; return 1; }
+if on_ram "$node_dir"; then
+    fail "state dir $state_dir is on $(stat -f -c %T "$node_dir"), which a reboot empties (the key and token files, compile caches and crash budgets would be lost); set stateDir to a directory on disk"
+fi
+if [ -n "$model_dir" ] && [ -e "$model_dir" ] && on_ram "$model_dir"; then
+    fail "model directory $model_dir is on $(stat -f -c %T "$model_dir"), which a reboot empties; set model.hostPath to a directory on disk"
+fi
 
 command -v docker >/dev/null 2>&1 || fail "docker CLI not found"
 dver=$(docker version --format '{{.Server.Version}}' 2>&1) || fail "docker engine unreachable: $dver"

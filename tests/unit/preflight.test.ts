@@ -10,8 +10,15 @@ import { localStepArgv, scriptFile } from "../../infra/builders/remoteStep";
 import { sim, spark1, target } from "./nodes";
 
 /** Runs the preflight script as a file, with the arguments preflightStep gives it (as the host would). */
-function runPreflight(n: NodeConfig, stateDir: string, ports: number[], opts: SpawnSyncOptionsWithStringEncoding, shell = "sh") {
-    const [, ...args] = localStepArgv(preflightStep(n, stateDir, ports));
+function runPreflight(
+    n: NodeConfig,
+    stateDir: string,
+    ports: number[],
+    opts: SpawnSyncOptionsWithStringEncoding,
+    shell = "sh",
+    modelDir?: string,
+) {
+    const [, ...args] = localStepArgv(preflightStep(n, stateDir, ports, [], modelDir));
     return spawnSync(shell, args, opts);
 }
 
@@ -51,6 +58,32 @@ describe("preflight", () => {
         const missing = spawnSync(sh, [file, "node=spark-2"], { encoding: "utf8" });
         expect(missing.status).toBe(2);
         expect(missing.stderr).toBe("preflight: missing argument login\n");
+    });
+
+    test("a state or model directory on a file system that a reboot empties (tmpfs) is refused, naming it", () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "preflight-ram-"));
+        fs.writeFileSync(path.join(dir, "docker"), "#!/bin/sh\necho 28.0.1\n", { mode: 0o755 });
+        fs.writeFileSync(path.join(dir, "ip"), '#!/bin/sh\necho "3: fabric0    inet 10.232.0.12/24 scope global fabric0"\n', {
+            mode: 0o755,
+        });
+        const env = { ...process.env, PATH: `${dir}:${process.env.PATH}` };
+        // /dev/shm is a tmpfs on Linux; the test's own directory is not
+        expect(spawnSync("stat", ["-f", "-c", "%T", "/dev/shm"], { encoding: "utf8" }).stdout.trim()).toBe("tmpfs");
+        const ram = fs.mkdtempSync("/dev/shm/vcl-preflight-");
+        try {
+            const state = runPreflight(sim, ram, [], { encoding: "utf8", env });
+            expect(state.status).toBe(1);
+            expect(state.stderr).toContain(`state dir ${ram} is on tmpfs, which a reboot empties`);
+            const model = runPreflight(sim, path.join(dir, "state"), [], { encoding: "utf8", env }, "sh", ram);
+            expect(model.status).toBe(1);
+            expect(model.stderr).toContain(`model directory ${ram} is on tmpfs, which a reboot empties; set model.hostPath`);
+            // on disk, or not there yet (a model the chain will copy): passes
+            expect(runPreflight(sim, path.join(dir, "state"), [], { encoding: "utf8", env }, "sh", dir).status).toBe(0);
+            expect(runPreflight(sim, path.join(dir, "state"), [], { encoding: "utf8", env }, "sh", `${ram}/not-yet`).status).toBe(0);
+        } finally {
+            fs.rmSync(ram, { recursive: true, force: true });
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
     });
 
     test("runs against fake docker/ip: reports facts, or fails naming the host", () => {
