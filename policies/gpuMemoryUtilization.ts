@@ -1,6 +1,6 @@
 import { ResourceValidationPolicy } from "@pulumi/policy";
 import { findVllmFlag, argv } from "./lib/commandLine";
-import { CONTAINER_TYPE, LABEL, describe, label, managedRole, viewContainer } from "./lib/container";
+import { LABEL, describe, label, serveContainer } from "./lib/container";
 
 export interface GpuMemoryUtilizationConfig {
     /** Lowest accepted fraction; below it the weights and KV cache rarely fit and the value is likely a typo. */
@@ -36,9 +36,8 @@ export const gpuMemoryUtilization: ResourceValidationPolicy = {
         },
     },
     validateResource: (args, reportViolation) => {
-        if (args.type !== CONTAINER_TYPE) return;
-        const c = viewContainer(args.props, args.urn, args.name);
-        if (managedRole(c) !== "serve") return;
+        const c = serveContainer(args);
+        if (c === undefined) return;
         const cfg = { ...gpuMemoryUtilizationDefaults, ...args.getConfig<Partial<GpuMemoryUtilizationConfig>>() };
 
         const flag = findVllmFlag(argv(c), "--gpu-memory-utilization");

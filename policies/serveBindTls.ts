@@ -1,6 +1,6 @@
 import { ResourceValidationPolicy } from "@pulumi/policy";
 import { argv, findVllmFlag } from "./lib/commandLine";
-import { CONTAINER_TYPE, UNKNOWN, describe, managedRole, viewContainer } from "./lib/container";
+import { UNKNOWN, describe, serveContainer } from "./lib/container";
 import { isIPv4 } from "net";
 
 /** Loopback: only processes on the head reach it (an ssh tunnel brings clients there). */
@@ -16,9 +16,8 @@ export const serveBindTls: ResourceValidationPolicy = {
     enforcementLevel: "mandatory",
     severity: "critical",
     validateResource: (args, reportViolation) => {
-        if (args.type !== CONTAINER_TYPE) return;
-        const c = viewContainer(args.props, args.urn, args.name);
-        if (managedRole(c) !== "serve") return;
+        const c = serveContainer(args);
+        if (c === undefined) return;
         const words = argv(c);
         if (words === UNKNOWN || words === undefined || words.includes("--headless") || words.includes(UNKNOWN)) return;
         if (!words.includes("serve")) return;

@@ -1,7 +1,7 @@
 import { ResourceValidationPolicy } from "@pulumi/policy";
 import { argv } from "./lib/commandLine";
 import { mayBeFlag } from "../infra/vllmFlags";
-import { ContainerView, LABEL, Maybe, UNKNOWN, describe, label, managedRole, viewContainer, CONTAINER_TYPE } from "./lib/container";
+import { ContainerView, LABEL, Maybe, UNKNOWN, describe, label, serveContainer } from "./lib/container";
 
 /**
  * --api-key however vLLM would read it: `--api_key`, an abbreviation (`--api-ke`), with `=value` or not, as its
@@ -67,9 +67,8 @@ export const serveRequiresApiKey: ResourceValidationPolicy = {
     enforcementLevel: "mandatory",
     severity: "critical",
     validateResource: (args, reportViolation) => {
-        if (args.type !== CONTAINER_TYPE) return;
-        const c = viewContainer(args.props, args.urn, args.name);
-        if (managedRole(c) !== "serve") return;
+        const c = serveContainer(args);
+        if (c === undefined) return;
         const who = describe(c);
 
         const keyFile = label(c, LABEL.apiKeyFile);

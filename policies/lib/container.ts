@@ -178,6 +178,18 @@ export function managedRole(c: ContainerView): Role | undefined {
     return role === "ray-head" || role === "ray-worker" || role === "serve" ? role : undefined;
 }
 
+/** The view of a resource that is one of this project's serve containers (a rank of either backend); else undefined. */
+export function serveContainer(args: {
+    type: string;
+    props: Record<string, unknown>;
+    urn: string;
+    name: string;
+}): ContainerView | undefined {
+    if (args.type !== CONTAINER_TYPE) return undefined;
+    const c = viewContainer(args.props, args.urn, args.name);
+    return managedRole(c) === "serve" ? c : undefined;
+}
+
 /** How a message names a container: resource name plus node and role when known. */
 export function describe(c: ContainerView): string {
     const node = label(c, LABEL.node);
