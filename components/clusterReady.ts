@@ -1,5 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import { ClusterReadySpec, clusterReadyCommand } from "../infra/builders/ray";
+import { joinFingerprint } from "../infra/builders/vllm";
 import { HostCheck } from "../infra/providers/hostCheck";
 import { SparkNode } from "./sparkNode";
 
@@ -26,8 +27,11 @@ export interface ClusterReport {
 }
 
 /**
- * Waits (bounded) until Ray sees every node with its fabric IP and the expected GPU count. Its fingerprint
- * output changes exactly when the Ray cluster was re-formed, and serve takes it as input.
+ * Waits (bounded) until Ray sees every node with its fabric IP and the expected GPU count. Its fingerprint output,
+ * which serve takes as input, changes exactly when a Ray container was replaced or a host joined or left (the IDs of
+ * the Ray containers and the roster, once the probe passed). A cluster that re-formed on its own, as after a reboot
+ * (the same containers, new Ray node IDs), keeps it: serve, whose init waited for the cluster and started again by
+ * itself, is not replaced by the next `up --refresh`.
  */
 export class ClusterReady extends pulumi.ComponentResource {
     public readonly probe: HostCheck;
@@ -58,7 +62,9 @@ export class ClusterReady extends pulumi.ComponentResource {
         );
 
         this.report = this.probe.result.apply((out) => parseReport(out));
-        this.fingerprint = this.report.apply((r) => r.fingerprint);
+        this.fingerprint = pulumi
+            .all([this.report, pulumi.all(args.containerIds), args.roster])
+            .apply(([, ids, roster]) => joinFingerprint([...ids, roster]));
 
         this.registerOutputs({ fingerprint: this.fingerprint, report: this.report });
     }

@@ -76,7 +76,7 @@ export class RayHead extends pulumi.ComponentResource {
 
     /**
      * The cluster's readiness: the gate, a child of the head, waits (bounded) until Ray sees the head and every
-     * worker on its fabric IP with the expected GPUs; its fingerprint changes exactly when the cluster re-formed.
+     * worker on its fabric IP with the expected GPUs; its fingerprint changes exactly when a Ray container was replaced or the roster changed.
      */
     public ready(workers: { container: docker.Container }[], args: RayClusterReadyArgs): ClusterReady {
         return new ClusterReady(

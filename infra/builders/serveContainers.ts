@@ -35,7 +35,7 @@ export interface ServeContainerInput extends ContainerInput {
     tlsHash?: pulumi.Input<string>;
     /** Ray head address `<fabric IP>:<gcs port>` (deploy-time). */
     rayAddress: pulumi.Input<string>;
-    /** ClusterReady's fingerprint (deploy-time): a re-formed Ray cluster restarts serve. */
+    /** ClusterReady's fingerprint (deploy-time): a replaced Ray container or a changed roster replaces serve. */
     clusterFingerprint: pulumi.Input<string>;
     /** Total GPUs of all nodes (label). */
     clusterGpus: number;

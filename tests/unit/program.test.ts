@@ -244,7 +244,9 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
         // the key reaches the server as data: its hash in a label, so a new key replaces the server
         expect(serve.inputs.image).toBe(imageIdOn(run, cfg.head.name));
         expect(serve.dependsOn).toContain("serve-api-key-file");
-        const fingerprint = parseReport(probe.outputs.result as string).fingerprint;
+        // the Ray containers' IDs and the roster, once the probe passed: not Ray's node IDs, which a reboot renews
+        expect(parseReport(probe.outputs.result as string).fingerprint).not.toBe("");
+        const fingerprint = joinFingerprint([head.id, ...cfg.workers.map((w) => get(run, `ray-worker-${w.name}-container`).id), roster]);
         expect(labelsOf(serve)["vllm-cluster.cluster-fingerprint"]).toBe(fingerprint);
         expect(run.resolved.clusterFingerprint).toBe(fingerprint);
         expect(labelsOf(serve)["vllm-cluster.api-key-sha256"]).toBe(apiKeyHash(MOCK_API_KEY));
@@ -320,7 +322,8 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
             // a worker's init waits for the head's address, and serve's for the Ray cluster at the head's address
             ...Object.fromEntries(cfg.workers.map((w) => [`ray-worker-${w.name}-container`, ["command", "entrypoints", "labels"]])),
             "cluster-ready-probe": ["checkScript", "triggers", "waitScript"],
-            "serve-container": ["entrypoints", "envs"],
+            // and its cluster fingerprint: of the Ray containers' IDs
+            "serve-container": ["entrypoints", "envs", "labels"],
         });
     });
 
@@ -724,7 +727,18 @@ describe("spark stack: dependencies are data", () => {
         expect(deps["cluster-ready-probe"].triggers).toEqual(
             ["ray-head-container", ...cfg.workers.map((w) => `ray-worker-${w.name}-container`), "roster"].sort(),
         );
-        expect(deps["serve-container"].labels).toEqual(["api-key", "cluster-ready-probe", "ray-token", `${cfg.head.name}-ray-token-file`]);
+        // the fingerprint: the probe passed, of the Ray containers' IDs and the roster
+        expect(deps["serve-container"].labels).toEqual(
+            [
+                "api-key",
+                "cluster-ready-probe",
+                "ray-head-container",
+                "ray-token",
+                `${cfg.head.name}-ray-token-file`,
+                ...cfg.workers.map((w) => `ray-worker-${w.name}-container`),
+                "roster",
+            ].sort(),
+        );
         expect(deps["serve-container"].image).toEqual([`image-${cfg.head.name}`]);
         expect(deps["serve-readiness"].triggers).toEqual(["serve-container"]);
         expect(deps["serve-api-key-file"].key).toEqual(["api-key"]);
@@ -752,7 +766,8 @@ describe("spark stack: a changed upstream output changes the inputs of exactly w
         ],
         ["ray-head-container", ["cluster-ready-probe", "ray-worker-spark-2-container", "serve-container", "serve-readiness"]],
         ["ray-worker-spark-2-container", ["cluster-ready-probe", "serve-container", "serve-readiness"]],
-        ["cluster-ready-probe", ["serve-container", "serve-readiness"]],
+        // a cluster that re-formed by itself (new Ray node IDs in the probe's report, as after a reboot) replaces nothing
+        ["cluster-ready-probe", []],
         ["api-key", ["serve-api-key-file", "serve-container", "serve-readiness"]],
         ["serve-container", ["serve-readiness"]],
     ])("%s", async (upstream, changed) => {
