@@ -490,11 +490,6 @@ test("crash loop: a flag vLLM rejects starts serve.maxRestarts + 1 times in all,
     expect(bad.ok).toBe(false);
     expect(errorsOf(bad)).toMatch(new RegExp(`vllm-serve on node spark-1: crash budget exhausted: ${max} starts without becoming healthy`));
     expect(bad.seconds).toBeLessThan(120);
-    // and so does refresh: the readiness check's look records the verdict as its problem
-    const look = await refresh(p);
-    const deployment = (await p.stack.exportStack()).deployment as { resources: { urn: string; outputs?: { problem?: string } }[] };
-    const problems = deployment.resources.filter((r) => r.urn.endsWith("::serve-readiness")).map((r) => r.outputs?.problem ?? "");
-    expect(problems.join("\n")).toMatch(new RegExp(`crash budget exhausted: ${max} starts without becoming healthy`));
     expect(starts).toBe(`${id} ${max}`);
     expect(state).toMatch(/^exited 0 /);
     // Docker counted only the restarts since the engine came back: alone it would have allowed max more
@@ -502,8 +497,8 @@ test("crash loop: a flag vLLM rejects starts serve.maxRestarts + 1 times in all,
     expect(vllmStarts).toBe(max);
     row(
         "serve flag vLLM rejects (crash loop), spark-1's engine restarted at start 2",
-        `${max} starts in all (serve.maxRestarts + 1), then stopped; up and refresh name the budget`,
-        `engine restarted at "${restartedAt.slice(65)}"; vLLM started ${vllmStarts} times; then ${state.split(" ").slice(0, 2).join(" ")} (Docker's RestartCount ${state.split(" ")[2]}); up: ${lineOf(errorsOf(bad), /crash budget/)}; refresh ${look.ok ? "recorded it" : "failed"}`,
+        `${max} starts in all (serve.maxRestarts + 1), then stopped; up names the budget`,
+        `engine restarted at "${restartedAt.slice(65)}"; vLLM started ${vllmStarts} times; then ${state.split(" ").slice(0, 2).join(" ")} (Docker's RestartCount ${state.split(" ")[2]}); up: ${lineOf(errorsOf(bad), /crash budget/)}`,
         bad,
     );
     editConfig(p, (c) => ((c.serve as Record<string, unknown>).extraArgs = good));
