@@ -126,7 +126,7 @@ export function initEntrypoint(
         ...(spec.stableSeconds !== undefined ? [`stable-seconds=${spec.stableSeconds}`] : []),
         `min-available-kib=${memory.floorKib}`,
         `check-seconds=${memory.checkSeconds}`,
-        pulumi.Output.isInstance(ceiling) ? ceiling.apply((c) => `ceiling=${c}`) : `ceiling=${ceiling}`,
+        prefixed("ceiling=", ceiling),
         ...(spec.waitTcp !== undefined ? [prefixed("wait-tcp=", spec.waitTcp)] : []),
         ...(spec.waitPython !== undefined
             ? [`wait-python=${base64(scriptFile(spec.waitPython.script).text)}`, prefixed("wait-arg=", spec.waitPython.arg)]

@@ -730,14 +730,12 @@ test("image not on the source host: up fails within 120 s naming the image and s
 // Also the reboot fault: the engine that comes back is one restarted, as after a reboot (one test, one restart)
 test("host lost while serving (spark-2's engine stopped): refresh and up name it; its engine started again (as after a reboot), one up --refresh brings the cluster back", async () => {
     const lost = /spark-2|10\.231\.0\.12/;
-    const pid = fs.readFileSync("/run/vcl-h2/docker.pid", "utf8").trim();
     let ref: OpResult;
     let plain: OpResult;
     let heal: OpResult;
     let down = 0;
     try {
-        await runArgv(["kill", pid]);
-        await waitFor("spark-2's engine to exit", async () => (await runArgv(["kill", "-0", pid])).code !== 0, 120_000);
+        await stopEngine(worker);
         // Ray on the head has noticed the node is gone (the gate's own single look says so), so what follows does
         // not depend on how soon Ray declares a node dead
         await waitFor(
