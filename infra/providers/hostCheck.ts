@@ -43,7 +43,7 @@ async function wait(s: State): Promise<State> {
 }
 
 /**
- * A condition on a host that `pulumi up` waits for and `pulumi refresh` looks at again. create and a replacement
+ * A condition on a host that `pulumi up` waits for and `pulumi refresh` looks at again. create and an update
  * (any input changed, e.g. a container ID in triggers) run the bounded wait. read (refresh) runs the quick look: a
  * broken condition is recorded as healthy=false, so the next `up` waits again, in dependency order after whatever
  * it replaces first; a changed result (a re-formed Ray cluster's fingerprint) flows to the resources that take it
@@ -54,12 +54,17 @@ export const hostCheckProvider: pulumi.dynamic.ResourceProvider = {
         return { inputs: news };
     },
 
+    // A changed input (a replaced container's ID in triggers, a new script) is an update that waits again, never a
+    // replacement: a check has nothing on the host to replace, and as a replacement it would be deleted ahead of a
+    // container that is replaced delete-first (every named container is), so a failed wait would leave it pending
+    // replacement, which refresh never reads. As an update that fails, the check keeps its recorded state, and the
+    // next refresh looks and records what it finds (a used-up crash budget, an OOM kill) as its problem.
     async diff(_id: string, olds: State, news: State) {
         const changed = INPUTS.filter((k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]));
-        if (changed.length > 0) {
-            return { changes: true, replaces: [...changed], deleteBeforeReplace: false };
+        if (changed.length > 0 || olds.healthy === false) {
+            return { changes: true, replaces: [], stables: [] };
         }
-        return olds.healthy === false ? { changes: true, replaces: [], stables: [] } : { changes: false };
+        return { changes: false };
     },
 
     async create(inputs: State) {

@@ -408,7 +408,7 @@ test.each([
         await hosts.must(head, [...cmd, keyFile]);
         await restartServeAndExpectDown(what);
         const r = expectOk(await up(p, { refresh: true }));
-        expect([r.ops["serve-api-key-file"], r.ops["serve-container"], r.ops["serve-readiness"]]).toEqual(["update", "replace", "replace"]);
+        expect([r.ops["serve-api-key-file"], r.ops["serve-container"], r.ops["serve-readiness"]]).toEqual(["update", "replace", "update"]);
         expect(await serving()).toBe(200);
         expect(await serving("")).toBe(401);
         row(
@@ -490,6 +490,17 @@ test("crash loop: a flag vLLM rejects starts serve.maxRestarts + 1 times in all,
     expect(bad.ok).toBe(false);
     expect(errorsOf(bad)).toMatch(new RegExp(`vllm-serve on node spark-1: crash budget exhausted: ${max} starts without becoming healthy`));
     expect(bad.seconds).toBeLessThan(120);
+    // and so does refresh: the readiness check (an update that failed, so still in the state) records its look's
+    // verdict as its problem, and the next up waits again
+    const look = await refresh(p);
+    const deployment = (await p.stack.exportStack()).deployment as {
+        resources: { urn: string; outputs?: { problem?: string; healthy?: boolean } }[];
+    };
+    const readiness = deployment.resources.filter((r) => r.urn.endsWith("::serve-readiness"));
+    expect(readiness).toHaveLength(1);
+    expect(readiness[0].outputs?.healthy).toBe(false);
+    const problem = readiness[0].outputs?.problem ?? "";
+    expect(problem).toMatch(new RegExp(`crash budget exhausted: ${max} starts without becoming healthy`));
     expect(starts).toBe(`${id} ${max}`);
     expect(state).toMatch(/^exited 0 /);
     // Docker counted only the restarts since the engine came back: alone it would have allowed max more
@@ -497,8 +508,8 @@ test("crash loop: a flag vLLM rejects starts serve.maxRestarts + 1 times in all,
     expect(vllmStarts).toBe(max);
     row(
         "serve flag vLLM rejects (crash loop), spark-1's engine restarted at start 2",
-        `${max} starts in all (serve.maxRestarts + 1), then stopped; up names the budget`,
-        `engine restarted at "${restartedAt.slice(65)}"; vLLM started ${vllmStarts} times; then ${state.split(" ").slice(0, 2).join(" ")} (Docker's RestartCount ${state.split(" ")[2]}); up: ${lineOf(errorsOf(bad), /crash budget/)}`,
+        `${max} starts in all (serve.maxRestarts + 1), then stopped; up and refresh name the budget`,
+        `engine restarted at "${restartedAt.slice(65)}"; vLLM started ${vllmStarts} times; then ${state.split(" ").slice(0, 2).join(" ")} (Docker's RestartCount ${state.split(" ")[2]}); up: ${lineOf(errorsOf(bad), /crash budget/)}; refresh ${look.ok ? "recorded" : "failed:"} ${lineOf(problem, /crash budget/)}`,
         bad,
     );
     editConfig(p, (c) => ((c.serve as Record<string, unknown>).extraArgs = good));

@@ -387,7 +387,7 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
         const maxLen = hosts.cfg.serve.maxModelLen! / 2;
         editConfig(p, (c) => ((c.serve as Record<string, unknown>).maxModelLen = maxLen));
         const pv = expectOk(await preview(p, { diff: true }));
-        expect(changed(pv)).toEqual(["replace serve-container", "replace serve-readiness"]);
+        expect(changed(pv)).toEqual(["replace serve-container", "update serve-readiness"]);
         // what the pull-request workflow posts as a comment carries neither secret
         const token = (await hosts.must(head, ["cat", rayTokenHostPath(hosts.cfg.stateDir, head)])).trim();
         expect(pv.output).not.toContain(apiKey);
@@ -410,7 +410,7 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
                 `>${shellQuote(`${plant}/vllm_cluster_guard/__init__.py`)}`,
         ]);
         const r = expectOk(await timedUp("serve-arg-change-to-serving"));
-        expect(changed(r)).toEqual(["replace serve-container", "replace serve-readiness"]);
+        expect(changed(r)).toEqual(["replace serve-container", "update serve-readiness"]);
         expect((await chat(endpoint, model)).status).toBe(401);
         expect((await request("POST", `${endpoint.replace(/\/v1$/, "")}/invocations`, { body: {} })).status).toBe(401);
         await hosts.must(head, ["rm", "-rf", plant]);
@@ -511,9 +511,9 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
         expect(changed(r)).toEqual(
             expect.arrayContaining([
                 "replace ray-worker-spark-2-container",
-                "replace cluster-ready-probe",
+                "update cluster-ready-probe",
                 "replace serve-container",
-                "replace serve-readiness",
+                "update serve-readiness",
             ]),
         );
         expect(changed(r)).not.toContain("replace ray-head-container");

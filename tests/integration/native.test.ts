@@ -187,10 +187,10 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
         const maxLen = hosts.cfg.serve.maxModelLen! / 2;
         editConfig(p, (c) => ((c.serve as Record<string, unknown>).maxModelLen = maxLen));
         const pv = expectOk(await preview(p, { diff: true }));
-        expect(changed(pv)).toEqual(["replace serve-rank-0-container", "replace serve-rank-1-container", "replace serve-readiness"]);
+        expect(changed(pv)).toEqual(["replace serve-rank-0-container", "replace serve-rank-1-container", "update serve-readiness"]);
         const r = expectOk(await up(p));
         timings["serve-arg-change-to-serving"] = Math.round(r.seconds * 10) / 10;
-        expect(changed(r)).toEqual(["replace serve-rank-0-container", "replace serve-rank-1-container", "replace serve-readiness"]);
+        expect(changed(r)).toEqual(["replace serve-rank-0-container", "replace serve-rank-1-container", "update serve-readiness"]);
         const after = [await hosts.containerId(head, CONTAINER.serve), await hosts.containerId(worker, CONTAINER.serve)];
         expect(after[0]).not.toBe(before[0]);
         expect(after[1]).not.toBe(before[1]);

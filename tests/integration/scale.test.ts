@@ -34,8 +34,8 @@ const SPARK3_OWN = [
  * member lists, and each staying host's preflight, which checks that it reaches every other host's sshd on the fabric.
  */
 const HOST_LIST_DEPENDENTS = {
-    replace: ["cluster-ready-probe", "serve-container", "serve-readiness"],
-    update: ["image-chain", "roster", "spark-1-preflight", "spark-2-preflight"],
+    replace: ["serve-container"],
+    update: ["cluster-ready-probe", "image-chain", "roster", "serve-readiness", "spark-1-preflight", "spark-2-preflight"],
 };
 
 type RawNode = Record<string, unknown> & { name: string; env: Record<string, string> };
