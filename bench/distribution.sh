@@ -8,9 +8,11 @@
 #                                                bench/distribution.json (about 25 minutes)
 #   sudo npm run bench:distribution -- --smoke   N = 1, 2 once with 32 MiB, streams 1 and 4 shaped only, into a
 #                                                temporary directory (npm test)
-#   sudo npm run bench:distribution -- -t model  one part (image or model); the other keeps its last figures
+#   sudo npm run bench:distribution -- -t model  one part (image, image update or model); the others keep their
+#                                                last figures
 #
 # Env: VCL_DIST_N (e.g. 1,2,4), VCL_DIST_MB (image), VCL_DIST_MODEL_MB (model; default: the image's),
+#      VCL_DIST_UPDATE_MB (the image update's new layer: 300; 16 in the smoke),
 #      VCL_DIST_MGMT_RATE and VCL_DIST_FABRIC_RATE (tc rates, or off), VCL_DIST_STREAMS (e.g. 1,2,4),
 #      VCL_DIST_UNCAPPED (0: no uncapped stream runs), VCL_BENCH_REPEATS.
 set -uo pipefail
@@ -22,6 +24,7 @@ if [[ ${1:-} == --smoke ]]; then
   shift
   VCL_BENCH_OUT=$(mktemp -d "${TMPDIR:-/tmp}/vcl-dist.XXXXXX") VCL_BENCH_REPEATS=1 VCL_DIST_N=1,2
   export VCL_DIST_MB=${VCL_DIST_MB:-32} VCL_DIST_STREAMS=${VCL_DIST_STREAMS:-1,4} VCL_DIST_UNCAPPED=${VCL_DIST_UNCAPPED:-0}
+  export VCL_DIST_UPDATE_MB=${VCL_DIST_UPDATE_MB:-16}
 fi
 largest=$(tr ',' '\n' <<<"$VCL_DIST_N" | sort -n | tail -n 1)
 # shellcheck source=../tests/lib/testbed-stage.sh

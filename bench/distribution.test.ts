@@ -39,6 +39,9 @@ const UNCAPPED = process.env.VCL_DIST_UNCAPPED !== "0";
 const DEFAULT_STREAMS = distributionSchema.parse({}).modelStreams;
 const REF = `vcl-bench-blob:${MB}m`;
 const MODEL_MB = Number(process.env.VCL_DIST_MODEL_MB ?? MB);
+/** The image update: one new layer of UPDATE_MB MiB on the bench image, which every target already holds. */
+const UPDATE_MB = Number(process.env.VCL_DIST_UPDATE_MB ?? "300");
+const UPDATE_REF = `vcl-bench-update:${MB}m-${UPDATE_MB}m`;
 /** The bench model's root in every host's own directory, and the snapshot directory the program copies. */
 const MODEL_ROOT = path.join(TESTBED, "own", "bench-model");
 const MODEL_DIR = path.join(MODEL_ROOT, "snapshots", "main");
@@ -57,7 +60,7 @@ const tb = JSON.parse(fs.readFileSync(path.join(TESTBED, "hosts.json"), "utf8"))
     sshPrivateKey: string;
     knownHostsFile: string;
     sshConfig: string;
-    hosts: TestbedHost[];
+    hosts: (TestbedHost & { fabricInterface: string })[];
 };
 const target = (h: TestbedHost): SshTarget => ({
     user: tb.sshUser,
@@ -126,9 +129,24 @@ async function timed(f: () => Promise<unknown>): Promise<number> {
 }
 
 /** The chain to the first n targets; over the fabric (the default) or over the management network. */
-async function chain(n: number, network: "fabric" | "management" = "fabric"): Promise<number> {
+async function chain(
+    n: number,
+    network: "fabric" | "management" = "fabric",
+    ref = REF,
+    layers: "missing" | "all" = "missing",
+): Promise<number> {
     const members = dsts.slice(0, n).map((h) => member(h, network));
-    return timed(() => imageChainProvider.create!({ ref: REF, source: { kind: "host", node: src.name, target: target(src) }, members }));
+    return timed(() => imageChainProvider.create!({ ref, source: { kind: "host", node: src.name, target: target(src) }, members, layers }));
+}
+
+/** Bytes the hosts received on their fabric links so far (the kernel's counters in each host's namespace). */
+async function fabricRx(hs: typeof dsts): Promise<number> {
+    const counts = await Promise.all(
+        hs.map((h) =>
+            sh(`ip netns exec ${h.netns} cat /sys/class/net/${h.fabricInterface}/statistics/rx_bytes`, `rx counter of ${h.name}`),
+        ),
+    );
+    return counts.reduce((sum, c) => sum + Number(c.trim()), 0);
 }
 
 async function relay(n: number): Promise<number> {
@@ -178,12 +196,15 @@ beforeAll(async () => {
 afterAll(async () => {
     await shape("off", "off").catch(() => undefined);
     await clear(dsts).catch(() => undefined);
+    await Promise.all(
+        tb.hosts.map((h) => on(h, `docker image rm --force ${UPDATE_REF} >/dev/null 2>&1; true`, `clearing ${h.name}`)),
+    ).catch(() => undefined);
     await clearModel(dsts).catch(() => undefined);
     // a run of one part (jest -t) keeps the other part's last figures
     const file = path.join(OUT, "distribution.json");
-    if (report.image || report.model) {
+    if (report.image || report.model || report.update) {
         const prev = fs.existsSync(file) ? (JSON.parse(fs.readFileSync(file, "utf8")) as Record<string, unknown>) : {};
-        const kept = { image: prev.image, model: prev.model };
+        const kept = { image: prev.image, model: prev.model, update: prev.update };
         fs.writeFileSync(file, JSON.stringify({ ...kept, ...report }, null, 2) + "\n");
     }
 }, 600_000);
@@ -207,7 +228,7 @@ function print(title: string, f: Figures["figures"], ratios: Record<string, numb
         [
             `${title}, links: management ${MGMT_RATE}, fabric ${FABRIC_RATE}, ${REPEATS} repeat(s) (seconds: min / median / max)`,
             ...Object.entries(f)
-                .filter(([k]) => k !== "bytes")
+                .filter(([k]) => !k.startsWith("bytes"))
                 .map(([k, v]) => `  ${k.padEnd(24)} ${[v.min, v.median, v.max].map((x) => x.toFixed(1).padStart(7)).join(" ")}`),
             ...Object.entries(ratios).map(([k, v]) => `  ${k.padEnd(30)} ${v.toFixed(2)}`),
         ].join("\n"),
@@ -250,6 +271,79 @@ test(
         };
         report.image = { imageMiB: MB, figures, ratios, when: new Date().toISOString() };
         print(`image distribution: ${MB} MiB image`, figures, ratios);
+    },
+    REPEATS * 1_800_000,
+);
+
+/**
+ * (c) An image update: the bench image with one new layer of UPDATE_MB MiB (random bytes, added with docker cp and
+ * docker commit on the source: the bench image has no shell to build with), copied to `top` targets that all hold
+ * the bench image already, by the chain that sends only the missing layers and by the whole-image chain. Bytes on the
+ * wire are the targets' fabric receive counters.
+ */
+test(
+    "image update: only the layer the hosts lack travels (bytes on the wire and time, against the whole image)",
+    async () => {
+        const targets = dsts.slice(0, top);
+        await on(
+            src,
+            `docker image inspect ${UPDATE_REF} >/dev/null 2>&1 || { d=$(mktemp -d) && head -c ${UPDATE_MB}M /dev/urandom >"$d/update" && ` +
+                `c=$(docker create ${REF} /update) && docker cp "$d/update" "$c:/update" && docker commit "$c" ${UPDATE_REF} >/dev/null; ` +
+                `rc=$?; docker rm "$c" >/dev/null 2>&1; rm -rf "$d"; exit $rc; }`,
+            "making the update image",
+        );
+        const want = (await sh(imageInspectScript(target(src), UPDATE_REF), "inspect the update on the source")).trim();
+        const layers = JSON.parse(
+            await on(src, `docker image inspect --format '{{json .RootFS.Layers}}' ${UPDATE_REF}`, "update layers"),
+        ) as string[];
+        expect(layers.length).toBe(2);
+        // the base on every target (whole, once)
+        await chain(top);
+        const values: Series = {};
+        for (let i = 0; i < REPEATS; i++) {
+            for (const mode of ["missing", "all"] as const) {
+                await Promise.all(
+                    targets.map((h) => on(h, `docker image rm --force ${UPDATE_REF} >/dev/null 2>&1; true`, `clearing ${h.name}`)),
+                );
+                const before = await fabricRx(targets);
+                let outs: Record<string, unknown> = {};
+                const seconds = await timed(async () => {
+                    const members = targets.map((h) => member(h));
+                    outs =
+                        (
+                            await imageChainProvider.create!({
+                                ref: UPDATE_REF,
+                                source: { kind: "host", node: src.name, target: target(src) },
+                                members,
+                                layers: mode,
+                            })
+                        ).outs ?? {};
+                });
+                const bytes = (await fabricRx(targets)) - before;
+                expect(outs.copied).toEqual(targets.map((h) => h.name));
+                expect(outs.sent).toBe(mode === "missing" ? "1 of 2 layers" : "whole image");
+                // every host ends with the source's image ID
+                for (const h of targets)
+                    expect((await sh(imageInspectScript(target(h), UPDATE_REF), `inspect on ${h.name}`)).trim()).toBe(want);
+                record(values, mode === "missing" ? "missing layers" : "whole image", seconds);
+                record(values, mode === "missing" ? "bytes, missing layers" : "bytes, whole image", bytes);
+            }
+        }
+        const { figures, med } = summarize(values);
+        const layerBytes = UPDATE_MB << 20;
+        const ratios = {
+            "time: missing layers / whole image": med("missing layers") / med("whole image"),
+            "bytes per host: missing layers / new layer": med("bytes, missing layers") / targets.length / layerBytes,
+            "bytes: missing layers / whole image": med("bytes, missing layers") / med("bytes, whole image"),
+        };
+        report.update = { baseMiB: MB, layerMiB: UPDATE_MB, hosts: targets.length, figures, ratios, when: new Date().toISOString() };
+        print(
+            `image update: one new ${UPDATE_MB} MiB layer on a ${MB} MiB image every host holds, to ${targets.length} host(s)`,
+            figures,
+            ratios,
+        );
+        // the layer-aware copy carried the new layer and little else
+        expect(ratios["bytes per host: missing layers / new layer"]).toBeLessThan(1.5);
     },
     REPEATS * 1_800_000,
 );

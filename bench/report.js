@@ -142,7 +142,29 @@ function distribution() {
                 .join("; ") +
             ".",
     ];
-    return { image, model };
+    const up = d.update;
+    const update = up
+        ? [
+              `Image update: one new ${up.layerMiB} MiB layer on the ${up.baseMiB} MiB image, which all ${up.hosts} hosts hold, ` +
+                  `${d.repeats} repeats, ${links}, hops over the fabric, run of ${up.when.slice(0, 10)}:`,
+              "",
+              "| Chain of the update to every host | seconds | bytes the hosts received on the fabric |",
+              "| --- | --- | --- |",
+              ...[
+                  ["only the missing layers (`distribution.imageLayers: missing`, default)", "missing layers"],
+                  ["the whole image (`all`: plain `docker save \\| docker load`)", "whole image"],
+              ].map(([label, k]) => `| ${label} | ${spread(up.figures[k], d.repeats)} | ${mib(up.figures[`bytes, ${k}`].median)} |`),
+              "",
+              `Ratios (medians, one run): bytes per host / the new layer **${ratio(up.ratios["bytes per host: missing layers / new layer"])}** ` +
+                  `(goal: at most 1.10); time / the whole image **${ratio(up.ratios["time: missing layers / whole image"])}** (goal: at most 0.15).`,
+          ]
+        : ["Image update: not measured yet (`npm run bench:distribution -- -t \"image update\"`)."];
+    return { image, model, update };
+}
+
+/** Bytes as MiB with one decimal. */
+function mib(bytes) {
+    return `${(bytes / (1 << 20)).toFixed(1)} MiB`;
 }
 
 /** Every block this generator owns: [markers, text]. */
@@ -153,6 +175,7 @@ function blocks() {
         [markers("bench-4hosts", GENERATOR, "bench/results-4hosts.json"), endToEnd("results-4hosts.json")],
         [markers("bench-image-distribution", GENERATOR, "bench/distribution.json"), dist.image],
         [markers("bench-model-distribution", GENERATOR, "bench/distribution.json"), dist.model],
+        [markers("bench-image-update", GENERATOR, "bench/distribution.json"), dist.update],
     ].map(([m, lines]) => [m, block(m, lines)]);
 }
 

@@ -14,6 +14,8 @@ export interface ImageDistributionArgs {
     sourceNode?: string;
     /** chain (default): one stream that every host loads and forwards at once; relay: one stream per host. */
     distribution?: ImageConfig["distribution"];
+    /** What the chain sends: only the layers some receiving host lacks (missing, default), or the whole image. */
+    layers?: "missing" | "all";
     /** Every node that must run the image. */
     nodes: SparkNode[];
     /**
@@ -94,6 +96,7 @@ export class ImageDistribution extends pulumi.ComponentResource {
                 ref: args.ref,
                 source: origin.kind === "host" ? { kind: "host", node: origin.node, target: origin.target } : { kind: "local" },
                 members: members.map((n) => n.member),
+                layers: args.layers ?? "missing",
             },
             { parent: this, dependsOn: args.after },
         );

@@ -106,6 +106,11 @@ interface GraphContext {
 
 type BackendOutputs = Pick<ClusterOutputs, "endpoint" | "apiKey" | "rayDashboard" | "clusterFingerprint">;
 
+/** The image on every host: copied from the source along the hops the distribution settings choose. */
+function imageDistribution(cfg: ClusterConfig, nodes: SparkNode[], after: pulumi.Resource[]): ImageDistribution {
+    return new ImageDistribution("image", { ...cfg.image, layers: cfg.distribution.imageLayers, nodes, after });
+}
+
 /**
  * Builds the whole resource graph from a validated config (`secrets`: which free-form values came from secret config,
  * so they stay secret in the state and every diff; `tls`: the files serve.tls names, read by loadTls). Ordering
@@ -125,7 +130,7 @@ export function buildCluster(
 
     // No copy starts before every host's preflight has passed: a failed one ends `up` in seconds, whatever the image.
     const preflights = [...hosts.values()].map((h) => h.preflight);
-    const image = new ImageDistribution("image", { ...cfg.image, nodes: [...hosts.values()], after: preflights });
+    const image = imageDistribution(cfg, [...hosts.values()], preflights);
     const model = cfg.model.source
         ? new ModelDistribution("model", {
               hostPath: cfg.model.hostPath,

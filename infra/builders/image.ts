@@ -22,7 +22,7 @@ export function imageOrigin(
 export type ImageOrigin = { kind: "host"; node: string; target: SshTarget } | { kind: "local" } | { kind: "registry" };
 
 /** `docker ARGS` on the target; `bulk` for `docker save` and `load`, whose stream gets a connection of its own. */
-function dockerOn(t: SshTarget | "local", args: readonly string[], bulk = false): string {
+export function dockerOn(t: SshTarget | "local", args: readonly string[], bulk = false): string {
     return t === "local" ? shellJoin(["docker", ...args]) : sshCommand(t, ["docker", ...args], !bulk);
 }
 
@@ -85,4 +85,42 @@ export function imageEnsureScript(origin: ImageOrigin, dst: SshTarget, dstNode: 
         `printf '%s\\n' "$have"`,
     );
     return lines.join("\n");
+}
+/** The image's layer DiffIDs, bottom first (`docker image inspect`'s RootFS.Layers). */
+export const LAYERS_FORMAT = "{{json .RootFS.Layers}}";
+
+/** The engine's storage, from `docker info --format`: the containerd image store names its snapshotter here. */
+export const DRIVER_STATUS_FORMAT = "{{json .DriverStatus}}";
+
+/** Whether `docker info`'s DriverStatus (DRIVER_STATUS_FORMAT) is the containerd image store's. */
+export function isContainerdStore(driverStatus: string): boolean {
+    return driverStatus.includes("io.containerd.snapshotter");
+}
+
+/**
+ * The chain IDs of a layer list (OCI image spec): the first is the first DiffID, each next one the sha256 of the
+ * one before, a space and the next DiffID. A host holds a layer where it holds its chain ID: the same content on
+ * the same layers below it, which is what `docker load` looks up before it opens a layer's file.
+ */
+export function chainIds(diffIds: readonly string[]): string[] {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { createHash } = require("crypto") as typeof import("crypto");
+    const out: string[] = [];
+    for (const d of diffIds) {
+        const prev = out[out.length - 1];
+        out.push(prev === undefined ? d : `sha256:${createHash("sha256").update(`${prev} ${d}`).digest("hex")}`);
+    }
+    return out;
+}
+
+/**
+ * The DiffIDs of `source`'s layers that need not travel: every receiving host (its images' layer lists in `held`)
+ * already holds each place where the layer occurs. A DiffID that occurs twice is sent when either place is missing
+ * somewhere, since a stream carries a file once for every place.
+ */
+export function layersToHoldBack(source: readonly string[], held: readonly (readonly (readonly string[])[])[]): string[] {
+    const want = chainIds(source);
+    const hosts = held.map((images) => new Set(images.flatMap((layers) => chainIds(layers))));
+    const needed = new Set(source.filter((_, i) => hosts.some((h) => !h.has(want[i]))));
+    return [...new Set(source.filter((d) => !needed.has(d)))];
 }

@@ -134,6 +134,12 @@ export const distributionFields = {
      * largest first, each to the stream with the fewest bytes): one stream's cipher tops out far below the fabric.
      */
     modelStreams: int({ min: 1, max: 16 }).default(2),
+    /**
+     * What the image chain sends. missing (default): only the layers that some receiving host lacks (by its layer
+     * chain), the rest of `docker save`'s archive held back on the source; `docker load` verifies every layer it
+     * loads, and each host ends with the source's image ID. all: the whole `docker save`, as a plain save/load.
+     */
+    imageLayers: withDefault(oneOf(["missing", "all"]), "missing"),
 };
 
 export const distributionSchema = optionalSection(section(distributionFields));

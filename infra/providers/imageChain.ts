@@ -1,5 +1,5 @@
 import * as pulumi from "@pulumi/pulumi";
-import { imageInspectScript } from "../builders/image";
+import { DRIVER_STATUS_FORMAT, LAYERS_FORMAT, dockerOn, imageInspectScript, isContainerdStore, layersToHoldBack } from "../builders/image";
 import { ChainSource, chainCopyScript } from "../builders/imageChain";
 import { shellJoin } from "../builders/quote";
 import type { SshTarget } from "../builders/ssh";
@@ -12,17 +12,22 @@ export interface ImageChainInputs {
     source: pulumi.Input<ChainSource>;
     /** The hosts to fill, in chain order (the source host is not one of them). */
     members: pulumi.Input<ChainMember[]>;
+    /** missing: send only the layers some member lacks; all: the whole image (distribution.imageLayers). */
+    layers?: pulumi.Input<"missing" | "all">;
 }
 
 interface State {
     ref: string;
     source: ChainSource;
     members: ChainMember[];
+    layers?: "missing" | "all";
     /** Image ID on the source, and on each member as last seen (empty when absent). */
     sourceId?: string;
     imageIds?: Record<string, string>;
     /** Members the last create/update streamed the image to. */
     copied?: string[];
+    /** What that copy sent: "3 of 14 layers" (the others held back, every member had them), or "whole image". */
+    sent?: string;
 }
 
 function sourceName(s: ChainSource): string {
@@ -50,6 +55,56 @@ async function observe(s: State): Promise<{ sourceId: string; imageIds: Record<s
     return { sourceId, imageIds: Object.fromEntries(s.members.map((m, i) => [m.node, ids[i]])) };
 }
 
+/** Runs `docker ARGS` where `target` is; resolves with stdout, rejects naming `what`. */
+async function docker(target: SshTarget | "local", args: string[], what: string): Promise<string> {
+    const r = await runBash(dockerOn(target, args));
+    if (r.code !== 0) {
+        throw new Error(`${what} failed (exit ${r.code}):\n${tail(r.stderr)}`);
+    }
+    return r.stdout;
+}
+
+/** Every layer list of every image on a member (for the layer chains it holds), and whether its store is containerd's. */
+async function heldLayers(m: ChainMember): Promise<{ images: string[][]; containerd: boolean }> {
+    const where = `node ${m.node}`;
+    const info = await docker(m.target, ["info", "--format", DRIVER_STATUS_FORMAT], `docker info on ${where}`);
+    const ids = [...new Set((await docker(m.target, ["image", "ls", "-aq", "--no-trunc"], `listing images on ${where}`)).split(/\s+/))];
+    const present = ids.filter((i) => i !== "");
+    const lists =
+        present.length === 0
+            ? ""
+            : await docker(m.target, ["image", "inspect", "--format", LAYERS_FORMAT, ...present], `inspecting images on ${where}`);
+    const images = lists
+        .split("\n")
+        .filter((l) => l.trim() !== "")
+        .map((l) => (JSON.parse(l) as string[] | null) ?? []);
+    return { images, containerd: isContainerdStore(info) };
+}
+
+/**
+ * The layers of the image that need not travel to `needy` (layersToHoldBack), with what is said of the copy. A
+ * member on the containerd image store gets the whole image: its `docker load` imports blobs into a content store
+ * of its own, whose handling of a layer left out is not established here.
+ */
+async function holdBackFor(s: State, needy: ChainMember[]): Promise<{ holdBack: string[]; sent: string }> {
+    if ((s.layers ?? "missing") === "all") {
+        return { holdBack: [], sent: "whole image" };
+    }
+    const src = s.source.kind === "host" ? s.source.target : "local";
+    const out = await docker(src, ["image", "inspect", "--format", LAYERS_FORMAT, s.ref], `inspecting ${s.ref} on ${sourceName(s.source)}`);
+    const layers = (JSON.parse(lastLine(out)) as string[] | null) ?? [];
+    const held = await Promise.all(needy.map(heldLayers));
+    if (held.some((h) => h.containerd)) {
+        return { holdBack: [], sent: "whole image (a member uses the containerd image store)" };
+    }
+    const holdBack = layersToHoldBack(
+        layers,
+        held.map((h) => h.images),
+    );
+    const kept = new Set(holdBack);
+    return { holdBack, sent: `${layers.filter((d) => !kept.has(d)).length} of ${layers.length} layers` };
+}
+
 /** Streams the image along the chain of members that lack it; fails naming every member still without it. */
 async function converge(s: State): Promise<State> {
     const seen = await observe(s);
@@ -58,20 +113,27 @@ async function converge(s: State): Promise<State> {
     }
     const needy = s.members.filter((m) => seen.imageIds[m.node] !== seen.sourceId);
     if (needy.length === 0) {
-        return { ...s, ...seen, copied: [] };
+        return { ...s, ...seen, copied: [], sent: "" };
     }
-    const r = await runBash(chainCopyScript(s.source, s.ref, await hopsOf(needy), needy[0].target));
+    const plan = await holdBackFor(s, needy);
+    const r = await runBash(chainCopyScript(s.source, s.ref, await hopsOf(needy), needy[0].target, plan.holdBack));
     // only the hosts streamed to are looked at again (one ssh each)
     const now = await Promise.all(needy.map((m) => inspect(m.target, s.ref, `node ${m.node}`)));
     const after = { sourceId: seen.sourceId, imageIds: { ...seen.imageIds, ...Object.fromEntries(needy.map((m, i) => [m.node, now[i]])) } };
     const missing = needy.filter((m) => after.imageIds[m.node] !== after.sourceId).map((m) => m.node);
     if (missing.length > 0) {
+        // a host whose images changed between the plan and its load lacks a layer that was held back; the next
+        // up plans again from what the hosts hold then
+        const heldBack =
+            plan.holdBack.length > 0 && /layer\.tar: no such file/.test(r.stderr)
+                ? " (a layer held back was not on the host: run up again)"
+                : "";
         throw new Error(
             `image ${s.ref} from ${sourceName(s.source)}: not on node ${missing.join(", ")} after the chain copy ` +
-                `(exit ${r.code}):\n${tail(r.stderr)}`,
+                `of ${plan.sent}${heldBack} (exit ${r.code}):\n${tail(r.stderr)}`,
         );
     }
-    return { ...s, ...after, copied: needy.map((m) => m.node) };
+    return { ...s, ...after, copied: needy.map((m) => m.node), sent: plan.sent };
 }
 
 /**
@@ -116,6 +178,6 @@ export class ImageChain extends pulumi.dynamic.Resource {
     declare public readonly imageIds: pulumi.Output<Record<string, string>>;
 
     constructor(name: string, args: ImageChainInputs, opts?: pulumi.CustomResourceOptions) {
-        super(imageChainProvider, name, { ...args, sourceId: undefined, imageIds: undefined, copied: undefined }, opts);
+        super(imageChainProvider, name, { ...args, sourceId: undefined, imageIds: undefined, copied: undefined, sent: undefined }, opts);
     }
 }
