@@ -16,6 +16,7 @@ symlinks of a layer shared by two places) passes unchanged. A summary goes to st
 """
 
 import hashlib
+import os
 import re
 import sys
 import tarfile
@@ -84,4 +85,11 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    try:
+        code = main(sys.argv)
+    except BrokenPipeError:
+        # the next host's connection was cut: say so once, without a traceback or a failed flush at exit
+        print("image_layers: the stream to the next host was cut (broken pipe)", file=sys.stderr)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        os._exit(1)
+    sys.exit(code)

@@ -45,10 +45,13 @@ beforeAll(async () => {
     await onHost(
         src,
         `docker image inspect ${BASE} >/dev/null 2>&1 || { d=$(mktemp -d) && head -c 16M /dev/urandom >"$d/base" && ` +
-            `tar -C "$d" -c base | docker import - ${BASE} >/dev/null; rc=$?; rm -rf "$d"; exit $rc; } && ` +
-            `{ docker image inspect ${IMG} >/dev/null 2>&1 || { d=$(mktemp -d) && head -c ${LAYER_MB}M /dev/urandom >"$d/update" && ` +
+            `tar -C "$d" -c base | docker import - ${BASE} >/dev/null; rc=$?; rm -rf "$d"; exit $rc; }`,
+    );
+    await onHost(
+        src,
+        `docker image inspect ${IMG} >/dev/null 2>&1 || { d=$(mktemp -d) && head -c ${LAYER_MB}M /dev/urandom >"$d/update" && ` +
             `c=$(docker create ${BASE} /update) && docker cp "$d/update" "$c:/update" && docker commit "$c" ${IMG} >/dev/null; ` +
-            `rc=$?; docker rm "$c" >/dev/null 2>&1; rm -rf "$d"; exit $rc; }; }`,
+            `rc=$?; docker rm "$c" >/dev/null 2>&1; rm -rf "$d"; exit $rc; }`,
     );
     want = (await hosts.must(src, ["docker", "image", "inspect", "--format", "{{.Id}}", IMG])).trim();
     // spark-2 holds the base only
@@ -81,6 +84,7 @@ test("a copy cut mid-stream fails naming the host and the cause; the next copy s
                 `[ -n "$p" ] && kill -KILL "$p"`,
         );
         const error = await running;
+        console.log(`copy cut mid-stream:\n${error}`);
         expect(error).toContain(`image ${IMG} from node ${src}: not on node ${dst} after the chain copy of 1 of 2 layers`);
         expect(error).toMatch(/closed by remote host|Broken pipe|connection (reset|closed)/i);
         expect(await hosts.imageId(dst, IMG)).toBe("");
@@ -140,6 +144,7 @@ test("a layer that arrives corrupted is refused by spark-2's docker load, named 
         process.env.PATH = savedPath;
         fs.rmSync(shim, { recursive: true, force: true });
     }
+    console.log(`corrupted layer:\n${error}`);
     expect(error).toContain(`image ${IMG} from the local docker engine: not on node ${dst} after the chain copy of 1 of 2 layers`);
     // the host's own docker load checked the layer against the image config and refused it
     expect(error).toMatch(new RegExp(`\\[${dst}\\] .*(invalid diffID|digest|unexpected EOF|checksum)`, "i"));
