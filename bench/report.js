@@ -158,7 +158,7 @@ function distribution() {
               `Ratios (medians, one run): bytes per host / the new layer **${ratio(up.ratios["bytes per host: missing layers / new layer"])}** ` +
                   `(goal: at most 1.10); time / the whole image **${ratio(up.ratios["time: missing layers / whole image"])}** (goal: at most 0.15).`,
           ]
-        : ["Image update: not measured yet (`npm run bench:distribution -- -t \"image update\"`)."];
+        : ['Image update: not measured yet (`npm run bench:distribution -- -t "image update"`).'];
     return { image, model, update };
 }
 

@@ -28,7 +28,8 @@ export interface ImageDistributionArgs {
 /**
  * Makes the image present on every host and exposes the image ID per host; containers take that ID as their
  * image, so a changed image replaces exactly the containers on hosts whose ID changed. Hosts are independent
- * resources and copy in parallel; with source=host the source host's ID is the expected ID everywhere else.
+ * resources and copy in parallel; with source=host the source host's image is the expected one everywhere else (by ID
+ * where both hosts use the classic image store, else by layers, platform and run config: infra/builders/image.ts).
  * With distribution=chain one ImageChain resource first streams the image along all hosts that lack it (each loads
  * and forwards at once), so the per-host resources find it present and only verify its ID and architecture; the
  * source's own check does not wait for the copy, so whatever runs there (the Ray head) starts meanwhile. Nothing is
@@ -54,7 +55,7 @@ export class ImageDistribution extends pulumi.ComponentResource {
         const sourceNode = origin.kind === "host" ? args.nodes.find((n) => n.node.name === args.sourceNode) : undefined;
 
         const chain = this.chain(name, args, origin, sourceNode);
-        const presence = (n: SparkNode, expectedId?: pulumi.Input<string>) =>
+        const presence = (n: SparkNode, expectedImage?: pulumi.Input<string>) =>
             new ImagePresence(
                 `${name}-${n.node.name}`,
                 {
@@ -62,7 +63,7 @@ export class ImageDistribution extends pulumi.ComponentResource {
                     ref: args.ref,
                     ensureScript: imageEnsureScript(origin, n.ssh, n.node.name, args.ref),
                     inspectScript: imageInspectScript(n.ssh, args.ref),
-                    expectedId,
+                    expectedImage,
                     hostArch: n.arch,
                 },
                 // the source already holds the image: its check (and the Ray head behind it) does not wait for the copy
@@ -76,7 +77,7 @@ export class ImageDistribution extends pulumi.ComponentResource {
         }
         for (const n of args.nodes) {
             if (n !== sourceNode) {
-                ids[n.node.name] = presence(n, fromSource?.imageId).imageId;
+                ids[n.node.name] = presence(n, fromSource?.image).imageId;
             }
         }
         this.imageIds = ids;

@@ -26,66 +26,18 @@ export function dockerOn(t: SshTarget | "local", args: readonly string[], bulk =
     return t === "local" ? shellJoin(["docker", ...args]) : sshCommand(t, ["docker", ...args], !bulk);
 }
 
-function inspectIdArgs(ref: string): string[] {
-    return ["image", "inspect", "--format", "{{.Id}}", ref];
-}
-
-/** Prints the image ID of `ref` on the target, or nothing when the image is absent (read/refresh). */
-export function imageInspectScript(t: SshTarget, ref: string): string {
-    return [
-        "set -uo pipefail",
-        `out=$(${dockerOn(t, inspectIdArgs(ref))} 2>&1)`,
-        `rc=$?`,
-        `if [ "$rc" -eq 0 ]; then printf '%s\\n' "$out"; exit 0; fi`,
-        `case "$out" in *"No such image"*|*"no such image"*) exit 0;; esac`,
-        `echo ${shellQuote(`inspecting ${ref} on ${t.user}@${t.host} failed:`)}" $out" >&2`,
-        `exit "$rc"`,
-    ].join("\n");
-}
+/** The fields of an image's config that change how its containers run (compared as they are, empty or absent alike). */
+const RUN_CONFIG_FIELDS = ["Env", "Cmd", "Entrypoint", "WorkingDir", "User", "Labels"] as const;
 
 /**
- * bash script that makes `ref` present on `dst` and prints its image ID as the last stdout line.
- * host/local origin: skip when dst already holds the source's ID, else stream
- * `docker save REF | ssh dst docker load` (no temporary file) and verify the loaded ID equals the source ID.
- * registry origin: `docker pull` on dst. If EXPECTED_ID is set in the environment, the result must match it;
- * if HOST_ARCH is set (uname -m of dst), the image architecture must fit it.
+ * `docker image inspect --format` for an image's facts: its ID, then what it is on any engine's image store: its
+ * layer DiffIDs in order, its platform and its run config. `index` reads fields that one engine's API leaves out
+ * and another renders empty, and `with` prints both as nothing.
  */
-export function imageEnsureScript(origin: ImageOrigin, dst: SshTarget, dstNode: string, ref: string): string {
-    const q = shellQuote;
-    const lines = [
-        "set -euo pipefail",
-        `fail() { echo "image ${ref} on node ${dstNode}: $*" >&2; exit 1; }`,
-        `have=$(${dockerOn(dst, inspectIdArgs(ref))} 2>/dev/null || true)`,
-    ];
-    if (origin.kind === "registry") {
-        lines.push(
-            `${dockerOn(dst, ["pull", ref])} >&2 || fail "docker pull failed"`,
-            `have=$(${dockerOn(dst, inspectIdArgs(ref))}) || fail "not present after pull"`,
-        );
-    } else {
-        const src: SshTarget | "local" = origin.kind === "host" ? origin.target : "local";
-        const srcName = origin.kind === "host" ? `node ${origin.node}` : "the local docker engine";
-        lines.push(
-            `want=$(${dockerOn(src, inspectIdArgs(ref))} 2>/dev/null) || fail ${q(`source image not present on ${srcName}`)}`,
-            `if [ "$have" != "$want" ]; then`,
-            `  echo ${q(`streaming ${ref} from ${srcName} to node ${dstNode}`)} >&2`,
-            `  ${dockerOn(src, ["save", ref], true)} | ${dockerOn(dst, ["load"], true)} >&2 || fail ${q(`docker save | docker load from ${srcName} failed`)}`,
-            `  have=$(${dockerOn(dst, inspectIdArgs(ref))}) || fail "not present after docker load"`,
-            `  [ "$have" = "$want" ] || fail "loaded ID $have differs from source ID $want"`,
-            `fi`,
-        );
-    }
-    lines.push(
-        `if [ -n "\${EXPECTED_ID:-}" ] && [ "$have" != "$EXPECTED_ID" ]; then fail "has ID $have, expected $EXPECTED_ID"; fi`,
-        // An amd64 image on an aarch64 host (GB10) would only fail later, inside ray start.
-        `if [ -n "\${HOST_ARCH:-}" ]; then`,
-        `  iarch=$(${dockerOn(dst, ["image", "inspect", "--format", "{{.Architecture}}", ref])}) || fail "cannot read image architecture"`,
-        `  case "$HOST_ARCH/$iarch" in aarch64/arm64|arm64/arm64|x86_64/amd64|amd64/amd64) ;; *) fail "image architecture $iarch does not match host architecture $HOST_ARCH";; esac`,
-        `fi`,
-        `printf '%s\\n' "$have"`,
-    );
-    return lines.join("\n");
-}
+export const IMAGE_FACTS_FORMAT =
+    "{{.Id}} {{json .RootFS.Layers}} {{.Architecture}}/{{.Os}}" +
+    `{{with index . "Config"}}${RUN_CONFIG_FIELDS.map((f) => ` ${f}={{with index . "${f}"}}{{json .}}{{end}}`).join("")}{{end}}`;
+
 /** The image's layer DiffIDs, bottom first (`docker image inspect`'s RootFS.Layers). */
 export const LAYERS_FORMAT = "{{json .RootFS.Layers}}";
 
@@ -95,6 +47,127 @@ export const DRIVER_STATUS_FORMAT = "{{json .DriverStatus}}";
 /** Whether `docker info`'s DriverStatus (DRIVER_STATUS_FORMAT) is the containerd image store's. */
 export function isContainerdStore(driverStatus: string): boolean {
     return driverStatus.includes("io.containerd.snapshotter");
+}
+
+/**
+ * An image as one host holds it, the line the inspect scripts print: `<ID> <store> <content>`. The ID is what the
+ * engine calls the image (containers are made from it). On the classic store it is the config digest; on the
+ * containerd image store it is a manifest digest, so the same image has other IDs there, and `docker save | docker
+ * load` does not make them equal. content is the sha256 of the image's layer DiffIDs in order, its platform and its
+ * run config (IMAGE_FACTS_FORMAT), the same on either store.
+ */
+export interface ImageFacts {
+    id: string;
+    store: "classic" | "containerd";
+    content: string;
+}
+
+export function parseImageFacts(line: string | undefined): ImageFacts | undefined {
+    const [id, store, content, ...rest] = (line ?? "").trim().split(/\s+/);
+    if (!id?.startsWith("sha256:") || (store !== "classic" && store !== "containerd") || !content || rest.length > 0) {
+        return undefined;
+    }
+    return { id, store, content };
+}
+
+/**
+ * Whether two hosts hold the same image: by config digest where both stores report it (both classic: the IDs are
+ * config digests, exact as before), otherwise by layer DiffIDs, platform and run config. Absent is never the same.
+ */
+export function sameImage(a: string | undefined, b: string | undefined): boolean {
+    const x = parseImageFacts(a);
+    const y = parseImageFacts(b);
+    if (!x || !y || x.content !== y.content) {
+        return false;
+    }
+    return x.store === "classic" && y.store === "classic" ? x.id === y.id : true;
+}
+
+/** bash: the same rule as sameImage, on two facts lines. */
+const SAME_FUNCTION = [
+    "same() {",
+    '    [ -n "$1" ] && [ -n "$2" ] || return 1',
+    "    local a b",
+    '    read -r -a a <<<"$1"',
+    '    read -r -a b <<<"$2"',
+    '    [ "${a[2]}" = "${b[2]}" ] || return 1',
+    '    if [ "${a[1]}" = classic ] && [ "${b[1]}" = classic ]; then [ "${a[0]}" = "${b[0]}" ]; fi',
+    "}",
+].join("\n");
+
+/**
+ * bash: a function `name` that prints the facts line of `ref` where `t` is (an ssh target or the operator's engine),
+ * prints nothing when the image is absent, and fails naming `where` when the engine cannot be asked.
+ */
+function factsFunction(name: string, t: SshTarget | "local", ref: string, where: string): string {
+    return [
+        `${name}() {`,
+        "    local out info store",
+        `    out=$(${dockerOn(t, ["image", "inspect", "--format", IMAGE_FACTS_FORMAT, ref])} 2>&1) || {`,
+        `        case "$out" in *"No such image"*|*"no such image"*) return 0;; esac`,
+        `        echo ${shellQuote(`inspecting ${ref} on ${where} failed:`)}" $out" >&2; return 1`,
+        "    }",
+        `    info=$(${dockerOn(t, ["info", "--format", DRIVER_STATUS_FORMAT])} 2>&1) || { echo ${shellQuote(`docker info on ${where} failed:`)}" $info" >&2; return 1; }`,
+        '    case "$info" in *io.containerd.snapshotter*) store=containerd;; *) store=classic;; esac',
+        `    printf '%s %s sha256:%s\\n' "\${out%% *}" "$store" "$(printf %s "\${out#* }" | { sha256sum 2>/dev/null || shasum -a 256; } | cut -c1-64)"`,
+        "}",
+    ].join("\n");
+}
+
+/** Prints the facts line of `ref` on the target (ImageFacts), or nothing when the image is absent (read/refresh). */
+export function imageInspectScript(t: SshTarget | "local", ref: string): string {
+    const where = t === "local" ? "the local docker engine" : `${t.user}@${t.host}`;
+    return ["set -uo pipefail", factsFunction("facts", t, ref, where), "facts"].join("\n");
+}
+
+/**
+ * bash script that makes `ref` present on `dst` and prints its facts line (ImageFacts) as the last stdout line.
+ * host/local origin: skip when dst already holds the source's image (sameImage), else stream
+ * `docker save REF | ssh dst docker load` (no temporary file) and verify that dst now holds the source's image.
+ * registry origin: `docker pull` on dst. If EXPECTED_IMAGE (a facts line) is set in the environment, the result
+ * must be that image; if HOST_ARCH is set (uname -m of dst), the image architecture must fit it.
+ */
+export function imageEnsureScript(origin: ImageOrigin, dst: SshTarget, dstNode: string, ref: string): string {
+    const q = shellQuote;
+    const lines = [
+        "set -euo pipefail",
+        `fail() { echo "image ${ref} on node ${dstNode}: $*" >&2; exit 1; }`,
+        SAME_FUNCTION,
+        factsFunction("dst_facts", dst, ref, `node ${dstNode}`),
+        `have=$(dst_facts) || fail "cannot inspect the host's images"`,
+    ];
+    if (origin.kind === "registry") {
+        lines.push(
+            `${dockerOn(dst, ["pull", ref])} >&2 || fail "docker pull failed"`,
+            `have=$(dst_facts) || fail "cannot inspect the host's images"`,
+            `[ -n "$have" ] || fail "not present after pull"`,
+        );
+    } else {
+        const src: SshTarget | "local" = origin.kind === "host" ? origin.target : "local";
+        const srcName = origin.kind === "host" ? `node ${origin.node}` : "the local docker engine";
+        lines.push(
+            factsFunction("src_facts", src, ref, srcName),
+            `want=$(src_facts) || fail ${q(`cannot inspect the source image on ${srcName}`)}`,
+            `[ -n "$want" ] || fail ${q(`source image not present on ${srcName}`)}`,
+            `if ! same "$have" "$want"; then`,
+            `  echo ${q(`streaming ${ref} from ${srcName} to node ${dstNode}`)} >&2`,
+            `  ${dockerOn(src, ["save", ref], true)} | ${dockerOn(dst, ["load"], true)} >&2 || fail ${q(`docker save | docker load from ${srcName} failed`)}`,
+            `  have=$(dst_facts) || fail "cannot inspect the host's images"`,
+            `  [ -n "$have" ] || fail "not present after docker load"`,
+            `  same "$have" "$want" || fail "holds $have after docker load, not the source's image $want"`,
+            `fi`,
+        );
+    }
+    lines.push(
+        `if [ -n "\${EXPECTED_IMAGE:-}" ] && ! same "$have" "$EXPECTED_IMAGE"; then fail "holds $have, not the source's image $EXPECTED_IMAGE"; fi`,
+        // An amd64 image on an aarch64 host (GB10) would only fail later, inside ray start.
+        `if [ -n "\${HOST_ARCH:-}" ]; then`,
+        `  iarch=$(${dockerOn(dst, ["image", "inspect", "--format", "{{.Architecture}}", ref])}) || fail "cannot read image architecture"`,
+        `  case "$HOST_ARCH/$iarch" in aarch64/arm64|arm64/arm64|x86_64/amd64|amd64/amd64) ;; *) fail "image architecture $iarch does not match host architecture $HOST_ARCH";; esac`,
+        `fi`,
+        `printf '%s\\n' "$have"`,
+    );
+    return lines.join("\n");
 }
 
 /**

@@ -1,7 +1,15 @@
 import * as pulumi from "@pulumi/pulumi";
-import { DRIVER_STATUS_FORMAT, LAYERS_FORMAT, dockerOn, imageInspectScript, isContainerdStore, layersToHoldBack } from "../builders/image";
+import {
+    DRIVER_STATUS_FORMAT,
+    LAYERS_FORMAT,
+    dockerOn,
+    imageInspectScript,
+    isContainerdStore,
+    layersToHoldBack,
+    parseImageFacts,
+    sameImage,
+} from "../builders/image";
 import { ChainSource, chainCopyScript } from "../builders/imageChain";
-import { shellJoin } from "../builders/quote";
 import type { SshTarget } from "../builders/ssh";
 import { lastLine, runBash, tail } from "./bash";
 import { ChainMember, chainDiff, hopsOf } from "./chain";
@@ -24,6 +32,9 @@ interface State {
     /** Image ID on the source, and on each member as last seen (empty when absent). */
     sourceId?: string;
     imageIds?: Record<string, string>;
+    /** The same as facts lines (ImageFacts): what is compared, since one image has other IDs on other stores. */
+    sourceImage?: string;
+    images?: Record<string, string>;
     /** Members the last create/update streamed the image to. */
     copied?: string[];
     /** What that copy sent: "3 of 14 layers" (the others held back, every member had them), or "whole image". */
@@ -34,25 +45,31 @@ function sourceName(s: ChainSource): string {
     return s.kind === "host" ? `node ${s.node}` : "the local docker engine";
 }
 
+/** The facts line of `ref` where `target` is (ImageFacts), or "" when the image is absent there. */
 async function inspect(target: SshTarget | "local", ref: string, where: string): Promise<string> {
-    const script =
-        target === "local"
-            ? `${shellJoin(["docker", "image", "inspect", "--format", "{{.Id}}", ref])} 2>/dev/null || true`
-            : imageInspectScript(target, ref);
-    const r = await runBash(script);
+    const r = await runBash(imageInspectScript(target, ref));
     if (r.code !== 0) {
         throw new Error(`inspecting ${ref} on ${where} failed (exit ${r.code}):\n${tail(r.stderr)}`);
     }
     return lastLine(r.stdout);
 }
 
-async function observe(s: State): Promise<{ sourceId: string; imageIds: Record<string, string> }> {
+type Seen = Required<Pick<State, "sourceId" | "imageIds" | "sourceImage" | "images">>;
+
+/** What was seen, with the IDs taken from the facts lines. */
+function seenOf(sourceImage: string, images: Record<string, string>): Seen {
+    const id = (line: string) => parseImageFacts(line)?.id ?? "";
+    const imageIds = Object.fromEntries(Object.entries(images).map(([n, line]) => [n, id(line)]));
+    return { sourceId: id(sourceImage), imageIds, sourceImage, images };
+}
+
+async function observe(s: State): Promise<Seen> {
     const src = s.source.kind === "host" ? s.source.target : "local";
-    const [sourceId, ...ids] = await Promise.all([
+    const [sourceImage, ...lines] = await Promise.all([
         inspect(src, s.ref, sourceName(s.source)),
         ...s.members.map((m) => inspect(m.target, s.ref, `node ${m.node}`)),
     ]);
-    return { sourceId, imageIds: Object.fromEntries(s.members.map((m, i) => [m.node, ids[i]])) };
+    return seenOf(sourceImage, Object.fromEntries(s.members.map((m, i) => [m.node, lines[i]])));
 }
 
 /** Runs `docker ARGS` where `target` is; resolves with stdout, rejects naming `what`. */
@@ -111,7 +128,7 @@ async function converge(s: State): Promise<State> {
     if (!seen.sourceId.startsWith("sha256:")) {
         throw new Error(`image ${s.ref}: source image not present on ${sourceName(s.source)}`);
     }
-    const needy = s.members.filter((m) => seen.imageIds[m.node] !== seen.sourceId);
+    const needy = s.members.filter((m) => !sameImage(seen.images[m.node], seen.sourceImage));
     if (needy.length === 0) {
         return { ...s, ...seen, copied: [], sent: "" };
     }
@@ -119,8 +136,17 @@ async function converge(s: State): Promise<State> {
     const r = await runBash(chainCopyScript(s.source, s.ref, await hopsOf(needy), needy[0].target, plan.holdBack));
     // only the hosts streamed to are looked at again (one ssh each)
     const now = await Promise.all(needy.map((m) => inspect(m.target, s.ref, `node ${m.node}`)));
-    const after = { sourceId: seen.sourceId, imageIds: { ...seen.imageIds, ...Object.fromEntries(needy.map((m, i) => [m.node, now[i]])) } };
-    const missing = needy.filter((m) => after.imageIds[m.node] !== after.sourceId).map((m) => m.node);
+    const after = seenOf(seen.sourceImage, { ...seen.images, ...Object.fromEntries(needy.map((m, i) => [m.node, now[i]])) });
+    const other = needy.filter((m) => after.images[m.node] !== "" && !sameImage(after.images[m.node], after.sourceImage));
+    if (other.length > 0) {
+        // never a pass: a host that holds another image under the reference after the copy
+        throw new Error(
+            `image ${s.ref} from ${sourceName(s.source)}: ` +
+                other.map((m) => `node ${m.node} holds ${after.images[m.node]}`).join("; ") +
+                ` after the chain copy, not the source's image ${after.sourceImage}`,
+        );
+    }
+    const missing = needy.filter((m) => after.images[m.node] === "").map((m) => m.node);
     if (missing.length > 0) {
         // a host whose images changed between the plan and its load lacks a layer that was held back; the next
         // up plans again from what the hosts hold then
@@ -148,7 +174,11 @@ export const imageChainProvider: pulumi.dynamic.ResourceProvider = {
     },
 
     async diff(_id: string, olds: State, news: State) {
-        return chainDiff(olds, news, ["ref", "source", "members"], { source: olds.sourceId, members: olds.imageIds });
+        // a member holds the source's image when sameImage says so, whatever its ID on its own store
+        const members = Object.fromEntries(
+            Object.entries(olds.images ?? {}).map(([n, line]) => [n, sameImage(line, olds.sourceImage) ? olds.sourceImage! : line]),
+        );
+        return chainDiff(olds, news, ["ref", "source", "members"], { source: olds.sourceImage, members });
     },
 
     async create(inputs: State) {
@@ -178,6 +208,19 @@ export class ImageChain extends pulumi.dynamic.Resource {
     declare public readonly imageIds: pulumi.Output<Record<string, string>>;
 
     constructor(name: string, args: ImageChainInputs, opts?: pulumi.CustomResourceOptions) {
-        super(imageChainProvider, name, { ...args, sourceId: undefined, imageIds: undefined, copied: undefined, sent: undefined }, opts);
+        super(
+            imageChainProvider,
+            name,
+            {
+                ...args,
+                sourceId: undefined,
+                imageIds: undefined,
+                sourceImage: undefined,
+                images: undefined,
+                copied: undefined,
+                sent: undefined,
+            },
+            opts,
+        );
     }
 }

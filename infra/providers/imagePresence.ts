@@ -1,4 +1,5 @@
 import * as pulumi from "@pulumi/pulumi";
+import { parseImageFacts, sameImage } from "../builders/image";
 import { lastLine, runBash, tail } from "./bash";
 
 /**
@@ -10,12 +11,15 @@ export interface ImagePresenceInputs {
     node: pulumi.Input<string>;
     /** Configured image reference. */
     ref: pulumi.Input<string>;
-    /** bash script that makes the image present and prints its ID as the last line (imageEnsureScript). */
+    /** bash script that makes the image present and prints its facts line as the last line (imageEnsureScript). */
     ensureScript: pulumi.Input<string>;
-    /** bash script that prints the image ID on the node, or nothing if it is absent (imageInspectScript). */
+    /** bash script that prints the image's facts line on the node, or nothing if it is absent (imageInspectScript). */
     inspectScript: pulumi.Input<string>;
-    /** ID the node must end up with (the source host's ID); undefined when pulling from a registry. */
-    expectedId?: pulumi.Input<string | undefined>;
+    /**
+     * The image the node must end up with: the source host's facts line (ImageFacts: on two classic stores the same
+     * ID, otherwise the same layers, platform and run config); undefined when pulling from a registry.
+     */
+    expectedImage?: pulumi.Input<string | undefined>;
     /** `uname -m` of the node from preflight; the image architecture must fit it. */
     hostArch?: pulumi.Input<string | undefined>;
 }
@@ -25,12 +29,15 @@ interface State {
     ref: string;
     ensureScript: string;
     inspectScript: string;
-    expectedId?: string;
+    expectedImage?: string;
     hostArch?: string;
+    /** The image's ID on this node (what its containers are made from), empty when absent. */
     imageId?: string;
+    /** The image's facts line on this node, empty when absent. */
+    image?: string;
 }
 
-const COMPARED_INPUTS = ["node", "ref", "ensureScript", "inspectScript", "expectedId", "hostArch"] as const;
+const COMPARED_INPUTS = ["node", "ref", "ensureScript", "inspectScript", "expectedImage", "hostArch"] as const;
 
 /** Runs a script; resolves with stdout, rejects naming `what` with the stderr tail. */
 async function run(script: string, env: Record<string, string>, what: string): Promise<string> {
@@ -41,25 +48,32 @@ async function run(script: string, env: Record<string, string>, what: string): P
     return r.stdout;
 }
 
-async function ensure(s: State): Promise<string> {
+async function ensure(s: State): Promise<{ imageId: string; image: string }> {
     const env: Record<string, string> = {};
-    if (s.expectedId) {
-        env.EXPECTED_ID = s.expectedId;
+    if (s.expectedImage) {
+        env.EXPECTED_IMAGE = s.expectedImage;
     }
     if (s.hostArch) {
         env.HOST_ARCH = s.hostArch;
     }
-    const id = lastLine(await run(s.ensureScript, env, `image ${s.ref} on node ${s.node}`));
-    if (!id.startsWith("sha256:")) {
-        throw new Error(`image ${s.ref} on node ${s.node}: expected an image ID, got ${JSON.stringify(id)}`);
+    const image = lastLine(await run(s.ensureScript, env, `image ${s.ref} on node ${s.node}`));
+    const facts = parseImageFacts(image);
+    if (!facts) {
+        throw new Error(`image ${s.ref} on node ${s.node}: expected the image's ID, store and content, got ${JSON.stringify(image)}`);
     }
-    return id;
+    return { imageId: facts.id, image };
+}
+
+/** What a look at the host found: its facts line, or empty ID and facts when the image is absent. */
+function seen(line: string): { imageId: string; image: string } {
+    const facts = parseImageFacts(line);
+    return facts ? { imageId: facts.id, image: line } : { imageId: "", image: "" };
 }
 
 /**
- * Makes an image present on one host. create/update stream it there (skipped when the ID already matches),
- * read re-inspects the host so `pulumi refresh` notices a removed or replaced image, and diff compares the
- * expected ID with the ID last seen on the host. delete leaves the image in place: it may be shared with
+ * Makes an image present on one host. create/update stream it there (skipped when the host already holds the
+ * source's image, sameImage), read re-inspects the host so `pulumi refresh` notices a removed or replaced image, and
+ * diff compares the expected image with the one last seen on the host. delete leaves the image in place: it may be shared with
  * other workloads and re-copying tens of GB on the next deployment is the costly direction.
  */
 export const imagePresenceProvider: pulumi.dynamic.ResourceProvider = {
@@ -69,29 +83,27 @@ export const imagePresenceProvider: pulumi.dynamic.ResourceProvider = {
 
     async diff(_id: string, olds: State, news: State) {
         const changed: string[] = COMPARED_INPUTS.filter((k) => olds[k] !== news[k]);
-        const expected = news.expectedId;
-        if (!olds.imageId || (expected !== undefined && expected !== "" && expected !== olds.imageId)) {
-            changed.push("imageId");
+        const expected = news.expectedImage;
+        if (!olds.image || (expected !== undefined && expected !== "" && !sameImage(expected, olds.image))) {
+            changed.push("image");
         }
         return { changes: changed.length > 0, replaces: [], deleteBeforeReplace: false };
     },
 
     async create(inputs: State) {
-        const imageId = await ensure(inputs);
-        return { id: `${inputs.node}/${inputs.ref}`, outs: { ...inputs, imageId } };
+        return { id: `${inputs.node}/${inputs.ref}`, outs: { ...inputs, ...(await ensure(inputs)) } };
     },
 
     async update(_id: string, _olds: State, news: State) {
-        const imageId = await ensure(news);
-        return { outs: { ...news, imageId } };
+        return { outs: { ...news, ...(await ensure(news)) } };
     },
 
     async read(id: string, props?: State) {
         if (!props) {
             throw new Error(`cannot read image presence ${id} without its recorded state`);
         }
-        const imageId = lastLine(await run(props.inspectScript, {}, `inspecting ${props.ref} on node ${props.node}`));
-        return { id, props: { ...props, imageId } };
+        const line = lastLine(await run(props.inspectScript, {}, `inspecting ${props.ref} on node ${props.node}`));
+        return { id, props: { ...props, ...seen(line) } };
     },
 
     async delete() {
@@ -99,11 +111,12 @@ export const imagePresenceProvider: pulumi.dynamic.ResourceProvider = {
     },
 };
 
-/** The image ID of `ref` on one host, kept true by the dynamic provider above. */
+/** The image ID of `ref` on one host, and its facts line, kept true by the dynamic provider above. */
 export class ImagePresence extends pulumi.dynamic.Resource {
     declare public readonly imageId: pulumi.Output<string>;
+    declare public readonly image: pulumi.Output<string>;
 
     constructor(name: string, args: ImagePresenceInputs, opts?: pulumi.CustomResourceOptions) {
-        super(imagePresenceProvider, name, { ...args, imageId: undefined }, opts);
+        super(imagePresenceProvider, name, { ...args, imageId: undefined, image: undefined }, opts);
     }
 }

@@ -136,7 +136,11 @@ function mockState(args: pulumi.runtime.MockResourceArgs, salt: string): { id: s
                 // KeyFile: installed where its install script puts it
                 return { id: args.name, state: { ...inputs, path: `/${args.name}`, intact: true } };
             }
-            return { id: `${inputs.node}/${inputs.ref}`, state: { ...inputs, imageId: `sha256:${h(inputs)}` } };
+            // ImagePresence: its ID, and its facts line (ID, store, content)
+            return {
+                id: `${inputs.node}/${inputs.ref}`,
+                state: { ...inputs, imageId: `sha256:${h(inputs)}`, image: `sha256:${h(inputs)} classic sha256:${h(inputs.ref)}` },
+            };
         case "random:index/randomPassword:RandomPassword":
             return { id: args.name, state: { ...inputs, result: `${args.name === "ray-token" ? MOCK_RAY_TOKEN : MOCK_API_KEY}${salt}` } };
         case "command:local:Command": {

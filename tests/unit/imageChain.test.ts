@@ -12,6 +12,7 @@ import * as os from "os";
 import * as path from "path";
 import { ChainHop, chainConstraints, knownHostsName } from "../../infra/builders/chain";
 import { HOP_SCRIPT } from "../../infra/builders/chain";
+import { imageEnsureScript, imageInspectScript, sameImage } from "../../infra/builders/image";
 import { chainCopyScript } from "../../infra/builders/imageChain";
 import type { SshTarget } from "../../infra/builders/ssh";
 import { imageChainProvider } from "../../infra/providers/imageChain";
@@ -55,6 +56,7 @@ afterEach(() => {
     process.env.PATH = savedPath;
     delete process.env.CHAIN_TEST_DIR;
     delete process.env.CHAIN_TEST_FAIL_LOAD;
+    delete process.env.CHAIN_TEST_ALTER_LOAD;
     fs.rmSync(dir, { recursive: true, force: true });
 });
 
@@ -196,4 +198,73 @@ test("over the fabric: each host dials the next at its fabric IP, checking the k
     // the only key each hop trusts is the operator's entry for the next node, whatever address it dials
     expect(ssh[2]).toContain(`kh=10.9.0.13 ${hostKey(3)}|`);
     expect(ssh.join("\n")).not.toContain("kh=10.8.");
+});
+
+describe("image identity across storage backends (a host marked as on the containerd image store reports a manifest digest as the ID)", () => {
+    const onContainerd = (i: number) => fs.writeFileSync(path.join(hostDir(target(i)), "containerd"), "");
+    const facts = (i: number) =>
+        execFileSync("bash", ["-c", imageInspectScript(target(i), "img:1")], { env: { ...process.env } })
+            .toString()
+            .trim();
+
+    test("the same image has another ID there, and is the same image: by content where a store is containerd's, by ID where both are classic", () => {
+        fs.copyFileSync(image(target(1)), image(target(2)));
+        fs.copyFileSync(image(target(1)), image(target(3)));
+        onContainerd(3);
+        const [classic, classic2, containerd] = [facts(1), facts(2), facts(3)];
+        expect(classic).toMatch(/^sha256:[0-9a-f]{64} classic sha256:[0-9a-f]{64}$/);
+        expect(containerd).toMatch(/^sha256:[0-9a-f]{64} containerd sha256:[0-9a-f]{64}$/);
+        expect(containerd.split(" ")[0]).not.toBe(classic.split(" ")[0]);
+        expect(containerd.split(" ")[2]).toBe(classic.split(" ")[2]);
+        expect(sameImage(classic, classic2)).toBe(true);
+        expect(sameImage(classic, containerd)).toBe(true);
+        // two classic stores: the config digest decides, even where the content key agrees
+        const [id, store, content] = classic.split(" ");
+        const flip = (digest: string) => digest.slice(0, -1) + (digest.endsWith("0") ? "1" : "0");
+        expect(sameImage(classic, [flip(id), store, content].join(" "))).toBe(false);
+        expect(sameImage(classic, [id, store, flip(content)].join(" "))).toBe(false);
+        expect(sameImage(containerd, [flip(containerd.split(" ")[0]), "containerd", content].join(" "))).toBe(true);
+        expect(sameImage(classic, "")).toBe(false);
+    });
+
+    test("the chain skips a containerd-store host that holds the image under its own ID, fills one that lacks it, and sends it whole", async () => {
+        fs.copyFileSync(image(target(1)), image(target(2)));
+        onContainerd(2);
+        onContainerd(3);
+        const r = await imageChainProvider.create!(inputs([2, 3, 4]));
+        const outs = r.outs as { sourceId: string; imageIds: Record<string, string>; copied: string[]; sent: string };
+        expect(outs.copied).toEqual(["spark-3", "spark-4"]);
+        expect(outs.sent).toBe("whole image (a member uses the containerd image store)");
+        expect(outs.imageIds["spark-3"]).not.toBe(outs.sourceId);
+        expect(outs.imageIds["spark-4"]).toBe(outs.sourceId);
+        // and the next run finds nothing to do: no re-send on every up
+        expect((await imageChainProvider.diff!("id", r.outs, inputs([2, 3, 4]))).changes).toBe(false);
+    });
+
+    test("a host that holds another image after the copy is an error naming it, never a pass", async () => {
+        process.env.CHAIN_TEST_ALTER_LOAD = target(3).host;
+        await expect(imageChainProvider.create!(inputs([2, 3]))).rejects.toThrow(
+            /image img:1 from node spark-1: node spark-3 holds sha256:\S+ classic sha256:\S+ after the chain copy, not the source's image sha256:/,
+        );
+    });
+
+    test("the per-host check (relay and after the chain) takes the same image under another ID, and refuses another image", () => {
+        onContainerd(2);
+        const ensure = imageEnsureScript({ kind: "host", node: "spark-1", target: target(1) }, target(2), "spark-2", "img:1");
+        const run = (env: Record<string, string> = {}) =>
+            spawnSync("bash", ["-c", ensure], { env: { ...process.env, ...env }, encoding: "utf8" });
+        const first = run({ EXPECTED_IMAGE: facts(1) });
+        expect(first.status).toBe(0);
+        expect(first.stderr).toContain("streaming img:1 from node spark-1 to node spark-2");
+        const held = first.stdout.trim().split("\n").pop()!;
+        expect(held).toBe(facts(2));
+        expect(sameImage(held, facts(1))).toBe(true);
+        // again: nothing streamed
+        const again = run({ EXPECTED_IMAGE: facts(1) });
+        expect([again.status, again.stderr]).toEqual([0, ""]);
+        // another image expected (a source that moved on): named, never a pass
+        const other = run({ EXPECTED_IMAGE: facts(1).replace(/sha256:[0-9a-f]{64}$/, `sha256:${"0".repeat(64)}`) });
+        expect(other.status).toBe(1);
+        expect(other.stderr).toMatch(/image img:1 on node spark-2: holds sha256:\S+ containerd sha256:\S+, not the source's image sha256:/);
+    });
 });

@@ -224,8 +224,9 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
             expect(c.inputs.image).toBe(imageIdOn(run, w.name));
             expect(labelsOf(c)["vllm-cluster.head-container-id"]).toBe(head.id);
             expect(c.inputs.command).toContain(`--address=${cfg.head.fabricIp}:${cfg.ray.gcsPort}`);
-            // every other host's copy expects the source host's image ID
-            expect(get(run, `image-${w.name}`).inputs.expectedId).toBe(imageIdOn(run, cfg.image.sourceNode!));
+            // every other host's copy expects the source host's image (its facts line: ID, store and content)
+            expect(get(run, `image-${w.name}`).inputs.expectedImage).toBe(get(run, `image-${cfg.image.sourceNode!}`).outputs.image);
+            expect(get(run, `image-${w.name}`).inputs.expectedImage).toMatch(/^sha256:\w+ classic sha256:/);
         }
         for (const n of cfg.nodes) {
             const facts = parseFacts(n.name, get(run, `${n.name}-preflight`).outputs.stdout as string);
@@ -719,7 +720,7 @@ describe("spark stack: dependencies are data", () => {
             expect(c.command).toEqual(["ray-head-container"]);
             // the head's ID, and the token file's hash (the file exists before the worker starts)
             expect(c.labels).toEqual(["ray-head-container", "ray-token", `${w.name}-ray-token-file`]);
-            expect(deps[`image-${w.name}`].expectedId).toEqual([`image-${cfg.image.sourceNode}`]);
+            expect(deps[`image-${w.name}`].expectedImage).toEqual([`image-${cfg.image.sourceNode}`]);
         }
         for (const n of cfg.nodes) {
             expect(deps[`image-${n.name}`].hostArch).toEqual([`${n.name}-preflight`]);
