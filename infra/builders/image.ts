@@ -100,14 +100,18 @@ const SAME_FUNCTION = [
  * prints nothing when the image is absent, and fails naming `where` when the engine cannot be asked.
  */
 function factsFunction(name: string, t: SshTarget | "local", ref: string, where: string): string {
+    const inspect = dockerOn(t, ["image", "inspect", "--format", IMAGE_FACTS_FORMAT, ref]);
+    const info = dockerOn(t, ["info", "--format", DRIVER_STATUS_FORMAT]);
+    // stdout only is the answer: ssh may say things on stderr (a busy control socket) that are no part of it; on a
+    // failure the command runs again to say why
     return [
         `${name}() {`,
         "    local out info store",
-        `    out=$(${dockerOn(t, ["image", "inspect", "--format", IMAGE_FACTS_FORMAT, ref])} 2>&1) || {`,
+        `    if ! out=$(${inspect} 2>/dev/null) || ! info=$(${info} 2>/dev/null); then`,
+        `        out=$({ ${inspect} && ${info}; } 2>&1 >/dev/null)`,
         `        case "$out" in *"No such image"*|*"no such image"*) return 0;; esac`,
         `        echo ${shellQuote(`inspecting ${ref} on ${where} failed:`)}" $out" >&2; return 1`,
-        "    }",
-        `    info=$(${dockerOn(t, ["info", "--format", DRIVER_STATUS_FORMAT])} 2>&1) || { echo ${shellQuote(`docker info on ${where} failed:`)}" $info" >&2; return 1; }`,
+        "    fi",
         '    case "$info" in *io.containerd.snapshotter*) store=containerd;; *) store=classic;; esac',
         `    printf '%s %s sha256:%s\\n' "\${out%% *}" "$store" "$(printf %s "\${out#* }" | { sha256sum 2>/dev/null || shasum -a 256; } | cut -c1-64)"`,
         "}",

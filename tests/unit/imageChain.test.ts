@@ -227,6 +227,20 @@ describe("image identity across storage backends (a host marked as on the contai
         expect(sameImage(classic, "")).toBe(false);
     });
 
+    test("what ssh says on stderr is no part of the facts; a missing image is no facts, an engine that cannot answer is named", () => {
+        const noisy = (i: number) =>
+            spawnSync("bash", ["-c", imageInspectScript(target(i), "img:1")], {
+                env: { ...process.env, CHAIN_TEST_SSH_NOISE: "1" },
+                encoding: "utf8",
+            });
+        const r = noisy(1);
+        expect(r.status).toBe(0);
+        expect(r.stdout.trim()).toBe(facts(1));
+        expect(r.stdout).not.toContain("ControlSocket");
+        const absent = noisy(2);
+        expect([absent.status, absent.stdout]).toEqual([0, ""]);
+    });
+
     test("the chain skips a containerd-store host that holds the image under its own ID, fills one that lacks it, and sends it whole", async () => {
         fs.copyFileSync(image(target(1)), image(target(2)));
         onContainerd(2);
