@@ -237,10 +237,19 @@ function created(events: EngineEvent[], name: string, phase: "began" | "done"): 
     });
 }
 
+/** The engine began a step that runs `name`'s provider (a create, a replacement or an update), not planning one. */
+function began(events: EngineEvent[], name: string): boolean {
+    return events.some((e) => {
+        const m = e.resourcePreEvent?.planning ? undefined : e.resourcePreEvent?.metadata;
+        return m !== undefined && nameOf(m.urn) === name && (m.op.startsWith("create") || m.op === "update");
+    });
+}
+
 /**
  * `pulumi up --replace <the Ray head>` as the CLI, interrupted with `sig` once the engine has the new Ray containers
- * in place and the gate has begun waiting for them, before serve is created. The replacement takes the head, the
- * worker joined to it, the gate and serve, so the up runs well over a minute. The point is chosen where no
+ * in place and the gate has begun waiting for them (an update of the gate: a check waits again rather than being
+ * replaced), before serve is created. The replacement takes the head, the worker joined to it and serve, and waits
+ * at the gate, so the up runs well over a minute. The point is chosen where no
  * container create is in flight: a create killed mid-call can leave a container the state does not know.
  */
 async function interruptedUp(sig: NodeJS.Signals): Promise<{ r: CliResult; tree: Proc[]; atSignal: EngineEvent[] }> {
@@ -249,7 +258,7 @@ async function interruptedUp(sig: NodeJS.Signals): Promise<{ r: CliResult; tree:
     if (!headUrn) throw new Error("no ray-head-container in the state");
     const run = startCli(p, ["up", "--yes", "--skip-preview", "--replace", headUrn], 900_000);
     const t0 = Date.now();
-    while (!created(run.events(), "cluster-ready-probe", "began")) {
+    while (!began(run.events(), "cluster-ready-probe")) {
         if (!run.running() || Date.now() - t0 > 600_000) {
             run.kill("SIGKILL");
             const r = await run.done;
