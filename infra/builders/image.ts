@@ -1,4 +1,5 @@
 /** Making an image present on a host: streamed from another host or the local engine, or pulled. */
+import { createHash } from "crypto";
 import { shellJoin, shellQuote } from "./quote";
 import { SshTarget, sshCommand } from "./ssh";
 
@@ -180,8 +181,6 @@ export function imageEnsureScript(origin: ImageOrigin, dst: SshTarget, dstNode: 
  * the same layers below it, which is what `docker load` looks up before it opens a layer's file.
  */
 export function chainIds(diffIds: readonly string[]): string[] {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const { createHash } = require("crypto") as typeof import("crypto");
     const out: string[] = [];
     for (const d of diffIds) {
         const prev = out[out.length - 1];
