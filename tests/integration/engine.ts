@@ -25,8 +25,11 @@ export interface Project {
     lastOutput: string[];
 }
 
-/** Copies what `pulumi` needs to run the program (not the tests) into a temp dir and opens the stack there. */
-export async function openProject(stackName: string, prefix = "vcl-it-"): Promise<Project> {
+/**
+ * Copies what `pulumi` needs to run the program (not the tests) into a temp dir and opens the stack there;
+ * `stackFile`, when given, becomes the copy's stack file first (a stack file not in the repository).
+ */
+export async function openProject(stackName: string, prefix = "vcl-it-", stackFile?: string): Promise<Project> {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
     for (const f of ["Pulumi.yaml", "package.json", "tsconfig.json"]) {
         fs.copyFileSync(path.join(ROOT, f), path.join(dir, f));
@@ -36,6 +39,9 @@ export async function openProject(stackName: string, prefix = "vcl-it-"): Promis
     }
     fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(dir, "node_modules"));
     fs.mkdirSync(path.join(dir, ".state"));
+    if (stackFile !== undefined) {
+        fs.copyFileSync(stackFile, path.join(dir, "stacks", `Pulumi.${stackName}.yaml`));
+    }
     return openStack(dir, stackName);
 }
 
