@@ -1,5 +1,7 @@
+import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
 import type { ImageConfig, ImageSource } from "../infra/config";
+import type { ResolvedBuild } from "../infra/imageBuild";
 import { ImageOrigin, imageEnsureScript, imageInspectScript, imageOrigin } from "../infra/builders/image";
 import { ImageChain } from "../infra/providers/imageChain";
 import { ImagePresence } from "../infra/providers/imagePresence";
@@ -16,6 +18,11 @@ export interface ImageDistributionArgs {
     distribution?: ImageConfig["distribution"];
     /** What the chain sends: only the layers some receiving host lacks (missing, default), or the whole image. */
     layers?: "missing" | "all";
+    /**
+     * Build the image on the source node (source=host) from this context instead of finding it there: the Docker
+     * provider's Image, through that node's own ssh:// engine connection, tagged `ref`, never pushed anywhere.
+     */
+    build?: ResolvedBuild;
     /** Every node that must run the image. */
     nodes: SparkNode[];
     /**
@@ -54,7 +61,8 @@ export class ImageDistribution extends pulumi.ComponentResource {
         }
         const sourceNode = origin.kind === "host" ? args.nodes.find((n) => n.node.name === args.sourceNode) : undefined;
 
-        const chain = this.chain(name, args, origin, sourceNode);
+        const built = this.build(name, args, sourceNode);
+        const chain = this.chain(name, args, origin, sourceNode, built);
         const presence = (n: SparkNode, expectedImage?: pulumi.Input<string>) =>
             new ImagePresence(
                 `${name}-${n.node.name}`,
@@ -65,9 +73,10 @@ export class ImageDistribution extends pulumi.ComponentResource {
                     inspectScript: imageInspectScript(n.ssh, args.ref),
                     expectedImage,
                     hostArch: n.arch,
+                    built: n === sourceNode ? built?.repoDigest : undefined,
                 },
                 // the source already holds the image: its check (and the Ray head behind it) does not wait for the copy
-                { parent: this, dependsOn: chain && n !== sourceNode ? [...args.after, chain] : args.after },
+                { parent: this, dependsOn: [...args.after, ...(chain && n !== sourceNode ? [chain] : []), ...(built ? [built] : [])] },
             );
 
         const ids: Record<string, pulumi.Output<string>> = {};
@@ -85,8 +94,41 @@ export class ImageDistribution extends pulumi.ComponentResource {
         this.registerOutputs({ imageIds: this.imageIds });
     }
 
+    /**
+     * image.build: the Docker provider's Image on the source node's engine (its ssh:// provider). Its context digest
+     * (the files, .dockerignore applied) and args are its inputs, so it rebuilds only when they change; it never
+     * builds during a preview, which shows the update instead. Its ID (repoDigest, with nothing pushed) reaches the
+     * source's presence check and the chain, so a new build is copied and replaces what uses the image.
+     */
+    private build(name: string, args: ImageDistributionArgs, sourceNode?: SparkNode): docker.Image | undefined {
+        if (!args.build) {
+            return undefined;
+        }
+        if (!sourceNode) {
+            throw new Error(`${name}: image.build needs image.source=host (the image is built on image.sourceNode)`);
+        }
+        return new docker.Image(
+            `${name}-build`,
+            {
+                imageName: args.ref,
+                skipPush: true,
+                buildOnPreview: false,
+                // RUN steps use the host's network, as every container of the cluster does: an engine without
+                // its default bridge (Docker's `"bridge": "none"`) builds too
+                build: { context: args.build.context, dockerfile: args.build.dockerfile, args: args.build.args, network: "host" },
+            },
+            { parent: this, provider: sourceNode.provider, dependsOn: args.after },
+        );
+    }
+
     /** The chain copy to every host but the source, unless distribution=relay, a registry, or nothing to copy to. */
-    private chain(name: string, args: ImageDistributionArgs, origin: ImageOrigin, sourceNode?: SparkNode): ImageChain | undefined {
+    private chain(
+        name: string,
+        args: ImageDistributionArgs,
+        origin: ImageOrigin,
+        sourceNode?: SparkNode,
+        built?: docker.Image,
+    ): ImageChain | undefined {
         const members = args.nodes.filter((n) => n !== sourceNode);
         if ((args.distribution ?? "chain") !== "chain" || origin.kind === "registry" || members.length === 0) {
             return undefined;
@@ -98,8 +140,9 @@ export class ImageDistribution extends pulumi.ComponentResource {
                 source: origin.kind === "host" ? { kind: "host", node: origin.node, target: origin.target } : { kind: "local" },
                 members: members.map((n) => n.member),
                 layers: args.layers ?? "missing",
+                built: built?.repoDigest,
             },
-            { parent: this, dependsOn: args.after },
+            { parent: this, dependsOn: [...args.after, ...(built ? [built] : [])] },
         );
     }
 }

@@ -22,6 +22,8 @@ export interface ImageChainInputs {
     members: pulumi.Input<ChainMember[]>;
     /** missing: send only the layers some member lacks; all: the whole image (distribution.imageLayers). */
     layers?: pulumi.Input<"missing" | "all">;
+    /** The ID image.build gave the source's image: a new build copies again (unset when nothing is built). */
+    built?: pulumi.Input<string | undefined>;
 }
 
 interface State {
@@ -29,6 +31,7 @@ interface State {
     source: ChainSource;
     members: ChainMember[];
     layers?: "missing" | "all";
+    built?: string;
     /** Image ID on the source, and on each member as last seen (empty when absent). */
     sourceId?: string;
     imageIds?: Record<string, string>;
@@ -178,7 +181,7 @@ export const imageChainProvider: pulumi.dynamic.ResourceProvider = {
         const members = Object.fromEntries(
             Object.entries(olds.images ?? {}).map(([n, line]) => [n, sameImage(line, olds.sourceImage) ? olds.sourceImage! : line]),
         );
-        return chainDiff(olds, news, ["ref", "source", "members"], { source: olds.sourceImage, members });
+        return chainDiff(olds, news, ["ref", "source", "members", "built"], { source: olds.sourceImage, members });
     },
 
     async create(inputs: State) {

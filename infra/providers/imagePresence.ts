@@ -22,6 +22,8 @@ export interface ImagePresenceInputs {
     expectedImage?: pulumi.Input<string | undefined>;
     /** `uname -m` of the node from preflight; the image architecture must fit it. */
     hostArch?: pulumi.Input<string | undefined>;
+    /** The ID image.build gave the image on this node (the build's host only): a new build is looked at again. */
+    built?: pulumi.Input<string | undefined>;
 }
 
 interface State {
@@ -31,13 +33,14 @@ interface State {
     inspectScript: string;
     expectedImage?: string;
     hostArch?: string;
+    built?: string;
     /** The image's ID on this node (what its containers are made from), empty when absent. */
     imageId?: string;
     /** The image's facts line on this node, empty when absent. */
     image?: string;
 }
 
-const COMPARED_INPUTS = ["node", "ref", "ensureScript", "inspectScript", "expectedImage", "hostArch"] as const;
+const COMPARED_INPUTS = ["node", "ref", "ensureScript", "inspectScript", "expectedImage", "hostArch", "built"] as const;
 
 /** Runs a script; resolves with stdout, rejects naming `what` with the stderr tail. */
 async function run(script: string, env: Record<string, string>, what: string): Promise<string> {
