@@ -1,4 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
+import { hubDownloadScript } from "../infra/builders/hub";
+import { HubModel } from "../infra/providers/hubModel";
 import { ModelChain } from "../infra/providers/modelChain";
 import { SparkNode } from "./sparkNode";
 
@@ -13,6 +15,15 @@ export interface ModelDistributionArgs {
     streams: number;
     /** What must pass before the model is read or copied: every host's preflight. */
     after: pulumi.Input<pulumi.Resource>[];
+    /** model.hub: download the model on the source node first (in `image`, that node's image ID), then copy it. */
+    hub?: {
+        repo: string;
+        revision: string;
+        endpoint: string;
+        image: pulumi.Input<string>;
+        /** The secret config hfToken, when set. */
+        token?: pulumi.Output<string>;
+    };
 }
 
 /**
@@ -23,6 +34,8 @@ export interface ModelDistributionArgs {
 export class ModelDistribution extends pulumi.ComponentResource {
     /** sha256 of the source's manifest (every file's sha256 and path). */
     public readonly digest: pulumi.Output<string>;
+    /** model.hub: the commit downloaded (the revision resolved at the Hub). */
+    public readonly hubCommit?: pulumi.Output<string>;
 
     constructor(name: string, args: ModelDistributionArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-cluster:index:ModelDistribution", name, {}, opts);
@@ -32,6 +45,23 @@ export class ModelDistribution extends pulumi.ComponentResource {
                 `${name}: source node ${args.sourceNode} is not one of the nodes (${args.nodes.map((n) => n.node.name).join(", ")})`,
             );
         }
+        const hub = args.hub
+            ? new HubModel(
+                  `${name}-hub`,
+                  {
+                      node: source.node.name,
+                      target: source.ssh,
+                      repo: args.hub.repo,
+                      revision: args.hub.revision,
+                      endpoint: args.hub.endpoint,
+                      hostPath: args.hostPath,
+                      image: args.hub.image,
+                      script: hubDownloadScript(),
+                      token: args.hub.token,
+                  },
+                  { parent: this, dependsOn: args.after },
+              )
+            : undefined;
         const chain = new ModelChain(
             `${name}-chain`,
             {
@@ -39,11 +69,13 @@ export class ModelDistribution extends pulumi.ComponentResource {
                 source: source.member,
                 members: args.nodes.filter((n) => n !== source).map((n) => n.member),
                 streams: args.streams,
+                hubCommit: hub?.commit,
             },
-            { parent: this, dependsOn: args.after },
+            { parent: this, dependsOn: [...args.after, ...(hub ? [hub] : [])] },
         );
         this.digest = chain.digest;
+        this.hubCommit = hub?.commit;
 
-        this.registerOutputs({ digest: this.digest });
+        this.registerOutputs({ digest: this.digest, hubCommit: this.hubCommit });
     }
 }

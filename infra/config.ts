@@ -69,6 +69,7 @@ export function loadConfig(): ClusterConfig {
         .map((k) => k.slice(prefix.length));
     const raw: Record<string, unknown> = {};
     for (const key of keys) {
+        if (key === HF_TOKEN_KEY) continue; // a secret, read by loadHfToken only
         const text = cfg.get(key);
         if (text !== undefined) {
             raw[key] = STRUCTURED_KEYS.has(key) ? parseStructured(text) : text;
@@ -101,6 +102,27 @@ function configKeyIsSecret(key: string): boolean {
         );
     }
     return runtimeConfig.isConfigSecret(`${CONFIG_NAMESPACE}:${key}`);
+}
+
+/** The Hub token's config key (model.hub): a secret, never part of ClusterConfig. */
+export const HF_TOKEN_KEY = "hfToken";
+
+/**
+ * The Hub token for model.hub, as a secret Output, or undefined when unset. Fails closed: a token set in plain
+ * text (it would sit in the stack file in clear) or set with nothing to use it is refused before any resource.
+ */
+export function loadHfToken(cfg: ClusterConfig): pulumi.Output<string> | undefined {
+    const config = new pulumi.Config(CONFIG_NAMESPACE);
+    if (!(`${CONFIG_NAMESPACE}:${HF_TOKEN_KEY}` in pulumi.runtime.allConfig())) return undefined;
+    if (!configKeyIsSecret(HF_TOKEN_KEY)) {
+        throw new Error(
+            `${HF_TOKEN_KEY}: set it as a secret (pulumi config set --secret ${HF_TOKEN_KEY}); a plain value sits in the stack file in clear`,
+        );
+    }
+    if (!cfg.model.hub) {
+        throw new Error(`${HF_TOKEN_KEY}: set, but model.hub is not: nothing would use it`);
+    }
+    return config.requireSecret(HF_TOKEN_KEY);
 }
 
 /** Reads which free-form sections hold a secret (see SecretConfig). */

@@ -1,5 +1,5 @@
 import * as pulumi from "@pulumi/pulumi";
-import { ClusterConfig, loadConfig, loadSecretConfig } from "./config";
+import { ClusterConfig, loadConfig, loadHfToken, loadSecretConfig } from "./config";
 import { buildCluster } from "./program";
 import { redactSdkDebugLog } from "./sdkLogRedaction";
 import { ServeTls, loadTls } from "./tls";
@@ -19,7 +19,8 @@ function beforeAnyResource<T>(read: () => T): T {
 
 const cfg: ClusterConfig = beforeAnyResource(loadConfig);
 const tls: ServeTls = beforeAnyResource(() => loadTls(cfg.serve));
-const cluster = buildCluster(cfg, pulumi.getStack(), loadSecretConfig(), tls);
+const hfToken = beforeAnyResource(() => loadHfToken(cfg));
+const cluster = buildCluster(cfg, pulumi.getStack(), loadSecretConfig(), tls, hfToken);
 
 export const endpoint = cluster.endpoint;
 export const servedModelName = cluster.servedModelName;
@@ -27,3 +28,4 @@ export const apiKey = cluster.apiKey;
 export const rayDashboard = cluster.rayDashboard;
 export const nodes = cluster.nodes;
 export const clusterFingerprint = cluster.clusterFingerprint;
+export const modelCommit = cluster.modelCommit;

@@ -1,5 +1,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { ImageDistribution } from "../components/imageDistribution";
+import { hubEndpoint } from "./builders/hub";
+import { resolveBuild } from "./imageBuild";
 import { ModelDistribution } from "../components/modelDistribution";
 import { RayHead } from "../components/rayHead";
 import { RayWorker } from "../components/rayWorker";
@@ -26,6 +28,8 @@ export interface ClusterOutputs {
     rayDashboard: string;
     nodes: { name: string; role: string; sshHost: string; fabricIp: string; gpus: number }[];
     clusterFingerprint: pulumi.Output<string>;
+    /** model.hub: the commit the model was downloaded at. */
+    modelCommit?: pulumi.Output<string>;
 }
 
 /** The configured ports, as the contract's per-host port map takes them. */
@@ -108,7 +112,36 @@ type BackendOutputs = Pick<ClusterOutputs, "endpoint" | "apiKey" | "rayDashboard
 
 /** The image on every host: copied from the source along the hops the distribution settings choose. */
 function imageDistribution(cfg: ClusterConfig, nodes: SparkNode[], after: pulumi.Resource[]): ImageDistribution {
-    return new ImageDistribution("image", { ...cfg.image, layers: cfg.distribution.imageLayers, nodes, after });
+    const build = cfg.image.build && resolveBuild(cfg.image.build);
+    return new ImageDistribution("image", { ...cfg.image, build, layers: cfg.distribution.imageLayers, nodes, after });
+}
+
+/**
+ * The model copied from model.source to every other host (downloaded there first with model.hub, in that host's
+ * image); undefined when the model is already in place everywhere.
+ */
+function modelDistribution(
+    cfg: ClusterConfig,
+    nodes: SparkNode[],
+    image: ImageDistribution,
+    after: pulumi.Resource[],
+    hfToken?: pulumi.Output<string>,
+): ModelDistribution | undefined {
+    const source = cfg.model.source;
+    if (!source) return undefined;
+    const hub = cfg.model.hub;
+    const endpoint = hub && hubEndpoint(hub.endpoint);
+    if (endpoint?.startsWith("http://") && hfToken) {
+        void pulumi.log.warn(`model.hub.endpoint ${endpoint} is plain http: hfToken crosses the network to it in clear; use https`);
+    }
+    return new ModelDistribution("model", {
+        hostPath: cfg.model.hostPath,
+        sourceNode: source,
+        nodes,
+        streams: cfg.distribution.modelStreams,
+        after,
+        hub: hub && { ...hub, endpoint: endpoint!, image: image.imageIds[source], token: hfToken },
+    });
 }
 
 /**
@@ -122,6 +155,7 @@ export function buildCluster(
     stack: string,
     secrets: SecretConfig = NO_SECRET_CONFIG,
     tls: ServeTls = undefined,
+    hfToken?: pulumi.Output<string>,
 ): ClusterOutputs {
     tlsMatchesConfig(cfg, tls);
     const hosts = sparkNodes(cfg);
@@ -131,15 +165,7 @@ export function buildCluster(
     // No copy starts before every host's preflight has passed: a failed one ends `up` in seconds, whatever the image.
     const preflights = [...hosts.values()].map((h) => h.preflight);
     const image = imageDistribution(cfg, [...hosts.values()], preflights);
-    const model = cfg.model.source
-        ? new ModelDistribution("model", {
-              hostPath: cfg.model.hostPath,
-              sourceNode: cfg.model.source,
-              nodes: [...hosts.values()],
-              streams: cfg.distribution.modelStreams,
-              after: preflights,
-          })
-        : undefined;
+    const model = modelDistribution(cfg, [...hosts.values()], image, preflights, hfToken);
     const roster = stackRoster(cfg, stack, host);
     const ctx: GraphContext = {
         cfg,
@@ -172,6 +198,7 @@ export function buildCluster(
     };
     return {
         servedModelName: cfg.model.servedName,
+        modelCommit: model?.hubCommit,
         nodes: cfg.nodes.map((n) => ({ name: n.name, role: n.role, sshHost: n.sshHost, fabricIp: n.fabricIp, gpus: n.gpus })),
         ...(cfg.backend === "native" ? buildNative(ctx) : buildRay(ctx)),
     };

@@ -2,6 +2,7 @@ import { PolicyPack } from "@pulumi/policy";
 import { gpuContainersHostIpc } from "./gpuContainersHostIpc";
 import { gpuMemoryUtilization } from "./gpuMemoryUtilization";
 import { hostMountsSafe } from "./hostMountsSafe";
+import { hubRevisionPinned } from "./hubRevisionPinned";
 import { imagePinned } from "./imagePinned";
 import { nativeRendezvousOnFabric } from "./nativeRendezvousOnFabric";
 import { noPortClash } from "./noPortClash";
@@ -27,5 +28,6 @@ new PolicyPack("vllm-cluster", {
         serveBindTls,
         nativeRendezvousOnFabric,
         unifiedMemoryGuarded,
+        hubRevisionPinned,
     ],
 });

@@ -208,7 +208,8 @@ function assemble(c: z.output<typeof sectionsSchema>) {
         workers: c.nodes.filter((n) => n !== head),
         totalGpus: c.nodes.reduce((sum, n) => sum + n.gpus, 0),
         image: withSourceNode(c.image, head),
-        model: c.model,
+        // model.hub downloads on one node: model.source, else the image's source node (the head without one)
+        model: c.model.hub ? { ...c.model, source: c.model.source ?? withSourceNode(c.image, head).sourceNode ?? head.name } : c.model,
         serve: c.serve,
         /** Read and validated for every backend; only the ray backend uses it. */
         ray: c.ray,

@@ -22,6 +22,26 @@ import {
 import { evenIfInvalid, problem, validFields } from "./rules";
 
 const IMAGE_REF_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$/;
+const BUILD_ARG_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * `image.build`: the image is built on `image.sourceNode` by that host's own Docker engine (the Docker provider's
+ * Image over the node's ssh:// connection) and tagged `image.ref`; the chain then copies it to the other hosts.
+ */
+export const imageBuildFields = {
+    /** The build context on the machine running Pulumi: relative to the project directory, or absolute. */
+    context: required(quotablePath()),
+    /** The Dockerfile, relative to the context. */
+    dockerfile: withDefault(quotablePath(), "Dockerfile"),
+    /** Build arguments (`--build-arg`): recorded in the state and the image's history in clear, so never secrets. */
+    args: z
+        .record(
+            z.string().regex(BUILD_ARG_RE, { error: "is not a valid build argument name" }),
+            z.preprocess((v) => (typeof v === "number" || typeof v === "boolean" ? String(v) : v), z.string({ error: "must be a string" })),
+            { error: (iss) => (iss.code === "invalid_key" ? iss.issues[0]?.message : "must be a map of build argument names to values") },
+        )
+        .default(() => ({})),
+};
 
 export const imageFields = {
     ref: required(pattern(IMAGE_REF_RE, "image reference")),
@@ -35,12 +55,17 @@ export const imageFields = {
      * relay: one stream per host through the operator (source=host) or from it (source=local). Unused with registry.
      */
     distribution: withDefault(oneOf(["chain", "relay"]), "chain"),
+    /** Build the image on the source node from a Dockerfile instead of finding it there (source=host only). */
+    build: optional(section(imageBuildFields)),
 };
 
 export const imageSchema = section(imageFields).superRefine((image: unknown, ctx) => {
-    const { source, sourceNode } = validFields(imageFields, image);
+    const { source, sourceNode, build } = validFields(imageFields, image);
     if (source !== undefined && source !== "host" && sourceNode !== undefined) {
         problem(ctx, ["sourceNode"], `only valid with image.source=host (source is ${source})`);
+    }
+    if (source !== undefined && source !== "host" && build !== undefined) {
+        problem(ctx, ["build"], `only valid with image.source=host: the image is built on image.sourceNode (source is ${source})`);
     }
 }, evenIfInvalid);
 
@@ -62,11 +87,32 @@ export const modelFields = {
     source: optional(string()),
 };
 
-export const modelSchema = section(modelFields).transform((m) => ({
+/** A Hub repository id: `owner/name`, as the Hub spells them. */
+const HUB_REPO_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,95}\/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$/;
+/** A commit hash, a branch or a tag (the policy pack flags anything but a full commit hash: hub-revision-pinned). */
+const HUB_REVISION_RE = /^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$/;
+
+/**
+ * `model.hub`: the model is downloaded once, on the source node, from the Hugging Face Hub (huggingface_hub inside
+ * the cluster's image), then copied to the other nodes along the model chain. A token, when the repo needs one, is
+ * the secret config key `hfToken`.
+ */
+export const hubFields = {
+    repo: required(pattern(HUB_REPO_RE, "Hub repository (owner/name)")),
+    /** Pin a commit hash: a branch or tag moves under a deployed stack. */
+    revision: required(pattern(HUB_REVISION_RE, "revision (a commit hash, or a branch or tag name)")),
+    /** The Hub's address; unset: the client's own default (HF_ENDPOINT in the operator's environment, else the Hub). */
+    endpoint: optional(
+        pattern(/^https?:\/\/[A-Za-z0-9.-]+(:\d{1,5})?(\/[A-Za-z0-9._~\/-]*)?$/, "Hub endpoint URL (http(s)://host[:port][/path])"),
+    ),
+};
+
+export const modelSchema = section({ ...modelFields, hub: optional(section(hubFields)) }).transform((m) => ({
     hostPath: m.hostPath,
     containerPath: m.containerPath ?? `/models/${path.posix.basename(m.hostPath)}`,
     servedName: m.servedName,
     source: m.source,
+    hub: m.hub,
 }));
 
 export type ModelConfig = z.output<typeof modelSchema>;

@@ -23,6 +23,8 @@ export interface ModelChainInputs {
     members: pulumi.Input<ChainMember[]>;
     /** How many streams each link carries at once, the files spread over them (distribution.modelStreams). */
     streams: pulumi.Input<number>;
+    /** The commit model.hub downloaded on the source: a new one is copied again (unset without model.hub). */
+    hubCommit?: pulumi.Input<string | undefined>;
 }
 
 interface State {
@@ -30,6 +32,7 @@ interface State {
     source: ChainMember;
     members: ChainMember[];
     streams?: number;
+    hubCommit?: string;
     /** The source's manifest digest (the model's content checksum), its file count and total size. */
     digest?: string;
     files?: number;
@@ -164,7 +167,7 @@ export const modelChainProvider: pulumi.dynamic.ResourceProvider = {
     },
 
     async diff(_id: string, olds: State, news: State) {
-        return chainDiff(olds, news, ["hostPath", "source", "members"], { source: olds.digest, members: olds.digests });
+        return chainDiff(olds, news, ["hostPath", "source", "members", "hubCommit"], { source: olds.digest, members: olds.digests });
     },
 
     async create(inputs: State) {

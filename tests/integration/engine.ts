@@ -369,3 +369,12 @@ export function startCli(p: Project, args: string[], timeoutMs = 900_000): CliRu
 export function cli(p: Project, args: string[], timeoutMs = 900_000): Promise<CliResult> {
     return startCli(p, args, timeoutMs).done;
 }
+
+/** How long one resource's step took in an operation: from its pre-event to its outputs, in seconds (0: no step). */
+export function stepSeconds(r: OpResult, name: string): number {
+    const at = (pick: (e: EngineEvent) => { urn?: string } | undefined) =>
+        r.events.find((e) => pick(e)?.urn?.endsWith(`::${name}`))?.receivedMs;
+    const start = at((e) => e.resourcePreEvent?.metadata);
+    const end = at((e) => e.resOutputsEvent?.metadata);
+    return start !== undefined && end !== undefined ? Math.round((end - start) / 100) / 10 : 0;
+}

@@ -14,7 +14,7 @@ describe("vllm-cluster policy pack", () => {
         expect(name).toBe("vllm-cluster");
     });
 
-    it("assembles the twelve policies with unique names", () => {
+    it("assembles the thirteen policies with unique names", () => {
         const names = args.policies.map((p) => p.name);
         expect(names).toEqual([
             "gpu-memory-utilization",
@@ -29,16 +29,18 @@ describe("vllm-cluster policy pack", () => {
             "serve-bind-needs-tls",
             "native-rendezvous-on-fabric",
             "unified-memory-guarded",
+            "hub-revision-pinned",
         ]);
     });
 
-    it("makes every policy mandatory except the image-pinning advisory", () => {
+    it("makes every policy mandatory except the two pinning advisories", () => {
         const levels = Object.fromEntries(args.policies.map((p) => [p.name, p.enforcementLevel]));
         expect(levels["image-pinned"]).toBe("advisory");
+        expect(levels["hub-revision-pinned"]).toBe("advisory");
         // unauthenticated Ray is remote code execution for anyone on the fabric: blocked, not reported
         expect(levels["ray-token-auth"]).toBe("mandatory");
         for (const [policyName, level] of Object.entries(levels)) {
-            if (policyName !== "image-pinned") expect(level).toBe("mandatory");
+            if (policyName !== "image-pinned" && policyName !== "hub-revision-pinned") expect(level).toBe("mandatory");
         }
     });
 

@@ -101,6 +101,9 @@ function mockState(args: pulumi.runtime.MockResourceArgs, salt: string): { id: s
     switch (args.type) {
         case "docker:index/container:Container":
             return { id: `ctr-${h(inputs)}`, state: inputs };
+        case "docker:index/image:Image":
+            // image.build: the built image's ID (repoDigest when nothing is pushed) follows the build's inputs
+            return { id: String(inputs.imageName), state: { ...inputs, repoDigest: `sha256:${h(inputs)}` } };
         case "pulumi-nodejs:dynamic:Resource":
             if ("waitScript" in inputs) {
                 // HostCheck: the gate's fingerprint follows its wait script and triggers, as a re-formed cluster would
@@ -131,6 +134,12 @@ function mockState(args: pulumi.runtime.MockResourceArgs, salt: string): { id: s
                     .sort()
                     .join(",");
                 return { id: args.name, state: { ...inputs, version, unreachable: [] } };
+            }
+            if ("repo" in inputs && "script" in inputs) {
+                // HubModel: the commit its revision names (a full hash names itself)
+                const rev = String(inputs.revision);
+                const commit = /^[0-9a-f]{40}$/.test(rev) ? rev : createHash("sha1").update(rev).digest("hex");
+                return { id: `${inputs.node}:${inputs.repo}`, state: { ...inputs, commit, files: 1, bytes: 1, fetched: [] } };
             }
             if ("keyHash" in inputs) {
                 // KeyFile: installed where its install script puts it
