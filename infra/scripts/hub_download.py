@@ -99,23 +99,19 @@ def fetch(repo, commit, sibling, dest, token):
         out.seek(have)
         session = get_session()
         if hasattr(session, "stream"):  # huggingface_hub 1.x and later: httpx
-            with session.stream("GET", url, headers=headers, follow_redirects=True, timeout=60) as r:
-                hf_raise_for_status(r)
-                if have and r.status_code != 206:
-                    out.seek(0)
-                    out.truncate()
-                for chunk in r.iter_bytes(1 << 20):
-                    out.write(chunk)
-                    out.flush()
+            response = session.stream("GET", url, headers=headers, follow_redirects=True, timeout=60)
+            chunks = lambda r: r.iter_bytes(1 << 20)  # noqa: E731
         else:  # 0.x: requests
-            with session.get(url, headers=headers, stream=True, timeout=60) as r:
-                hf_raise_for_status(r)
-                if have and r.status_code != 206:
-                    out.seek(0)
-                    out.truncate()
-                for chunk in r.iter_content(1 << 20):
-                    out.write(chunk)
-                    out.flush()
+            response = session.get(url, headers=headers, stream=True, timeout=60)
+            chunks = lambda r: r.iter_content(1 << 20)  # noqa: E731
+        with response as r:
+            hf_raise_for_status(r)
+            if have and r.status_code != 206:  # the server sent it all again: start over
+                out.seek(0)
+                out.truncate()
+            for chunk in chunks(r):
+                out.write(chunk)
+                out.flush()
         out.truncate()
     if not matches(partial, sibling):
         want = sibling.lfs.sha256 if sibling.lfs is not None else sibling.blob_id

@@ -69,11 +69,7 @@ beforeAll(async () => {
     model = hosts.cfg.model.servedName;
     // Start from empty: no container of any project stack on the two hosts, and no image on spark-2 (so it is copied).
     for (const n of [head, worker]) {
-        await hosts.on(
-            n,
-            ["sh", "-c", "docker rm -f $(docker ps -aq --filter label=vllm-cluster.managed=true) 2>/dev/null; true"],
-            120_000,
-        );
+        await hosts.removeProjectContainers(n);
     }
     await hosts.docker(worker, ["image", "rm", "--force", hosts.cfg.image.ref]);
     // before the cluster takes the cores: TP=1 on one host, the reference for what TP=2 must say

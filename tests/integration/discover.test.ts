@@ -32,7 +32,7 @@ interface Discovery {
 }
 
 /** `npm run discover -- ARGS`, as the README prints it (node directly: npm would add its own lines). */
-function discover(args: string[], out: string): Discovery {
+function discover(args: string[], out: string, identity = IDENTITY): Discovery {
     const r = spawnSync(
         "node",
         [
@@ -40,7 +40,7 @@ function discover(args: string[], out: string): Discovery {
             "--known-hosts",
             knownHosts,
             "--identity",
-            IDENTITY,
+            identity,
             "--template",
             "stacks/Pulumi.local.yaml",
             "--out",
@@ -118,11 +118,7 @@ describe("from two bare hosts: pin, discover, review, preview, up", () => {
         // Start from hosts with no container of any project stack (the other stacks use the same container names).
         const hosts = new Hosts(stackConfig(path.join(dir, "discovered.yaml")));
         for (const n of ["spark-1", "spark-2"]) {
-            await hosts.on(
-                n,
-                ["sh", "-c", "docker rm -f $(docker ps -aq --filter label=vllm-cluster.managed=true) 2>/dev/null; true"],
-                120_000,
-            );
+            await hosts.removeProjectContainers(n);
         }
         // The project as checked out, with the discovered file as its stack file; `pulumi stack init` adds the salt.
         p = await openProject(STACK, "vcl-it-discover-", path.join(dir, "discovered.yaml"));
@@ -192,23 +188,8 @@ describe("refusals on the simulated hosts: named, and nothing written", () => {
         expect(gone.err).toContain("no SSH server answered a key scan on port 22");
         const stranger = path.join(dir, "stranger");
         spawnSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", stranger]);
-        const r = spawnSync(
-            "node",
-            [
-                "setup/discover.js",
-                "--known-hosts",
-                knownHosts,
-                "--identity",
-                stranger,
-                "--template",
-                "stacks/Pulumi.local.yaml",
-                "--out",
-                out(),
-                HOSTS[0],
-            ],
-            { cwd: ROOT, encoding: "utf8", env: { ...process.env } },
-        );
-        expect(r.status).toBe(2);
-        expect(r.stderr).toContain(`root@10.231.0.11: it refused the login: ${stranger} is not accepted for root`);
+        const r = discover([HOSTS[0]], out(), stranger);
+        expect(r.code).toBe(2);
+        expect(r.err).toContain(`root@10.231.0.11: it refused the login: ${stranger} is not accepted for root`);
     });
 });

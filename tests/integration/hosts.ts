@@ -102,6 +102,15 @@ export class Hosts {
         return r.stdout.trim();
     }
 
+    /** Removes every container of any project stack from the node (the stacks share container names). */
+    async removeProjectContainers(name: string): Promise<void> {
+        await this.on(
+            name,
+            ["sh", "-c", "docker rm -f $(docker ps -aq --filter label=vllm-cluster.managed=true) 2>/dev/null; true"],
+            120_000,
+        );
+    }
+
     /** The project's containers of `stack` on the node (any state), as "name state". */
     async projectContainers(name: string, stack: string): Promise<string[]> {
         const r = await this.docker(name, [

@@ -6,20 +6,18 @@
  * download cut mid-file resumes; a wrong revision, a missing repo or a refused token fail naming the cause before
  * any host is changed; the token is never in the state in clear. Run by tests/integration/run.sh.
  */
-import { ChildProcess, spawn } from "child_process";
 import * as crypto from "crypto";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
-import * as readline from "readline";
 import { HUB_DOWNLOAD_CONTAINER } from "../../infra/builders/hub";
+import { HubStandin, startHubStandin } from "../lib/hubStandin";
 import { Project, changed, cliExport, destroy, editConfig, expectOk, openProject, preview, removeProject, stepSeconds, up } from "./engine";
 import { Hosts, runArgv, stackConfig, waitFor } from "./hosts";
 import { chat, mergeTimings } from "./support";
 
 const TIMINGS_FILE = process.env.VCL_INTEGRATION_TIMINGS;
 
-const ROOT = path.join(__dirname, "..", "..");
 const TESTBED = process.env.VCL_TESTBED_DIR ?? "/var/lib/vllm-cluster-testbed";
 const TINY_MODEL = path.join(TESTBED, "models", "tiny-qwen2");
 /** The client writes a download in 10 MB chunks: padding makes the repo big enough to be cut after the first. */
@@ -30,7 +28,7 @@ const CORRUPTED = "vllm-cluster-test/tiny-qwen2-corrupted";
 const TOKEN = "hf_standin_token_3f9a0c1d7e";
 const [head, worker] = ["spark-1", "spark-2"];
 
-let hub: ChildProcess;
+let hub: HubStandin | undefined;
 let repoDir: string;
 let url = "";
 let commit = "";
@@ -80,31 +78,17 @@ beforeAll(async () => {
     const corruptedDir = path.join(work, "corrupted");
     fs.cpSync(repoDir, corruptedDir, { recursive: true });
     fs.writeFileSync(path.join(corruptedDir, "extra.bin"), crypto.randomBytes(65536));
-    hub = spawn(
-        "python3",
-        [
-            path.join(ROOT, "tests", "testbed", "hub_standin.py"),
-            "--bind",
-            "10.231.0.1",
-            "--port",
-            "0",
-            "--repo",
-            `${REPO}=${repoDir}`,
-            "--repo",
-            `${CORRUPTED}=${corruptedDir}`,
-            "--corrupt",
-            `${CORRUPTED}:extra.bin`,
-            "--token",
-            TOKEN,
-            "--log",
-            hubLog,
-            "--rate-file",
-            rateFile,
-        ],
-        { stdio: ["ignore", "pipe", "inherit"], env: { ...process.env } },
-    );
-    const first = await new Promise<string>((resolve) => readline.createInterface({ input: hub.stdout! }).once("line", resolve));
-    const ready = JSON.parse(first) as { url: string; commits: Record<string, string> };
+    const args = ["--bind", "10.231.0.1", "--port", "0", "--token", TOKEN, "--log", hubLog, "--rate-file", rateFile];
+    hub = await startHubStandin([
+        ...args,
+        "--repo",
+        `${REPO}=${repoDir}`,
+        "--repo",
+        `${CORRUPTED}=${corruptedDir}`,
+        "--corrupt",
+        `${CORRUPTED}:extra.bin`,
+    ]);
+    const ready = hub;
     url = ready.url;
     commit = ready.commits[REPO];
     corruptedCommit = ready.commits[CORRUPTED];
@@ -114,11 +98,7 @@ beforeAll(async () => {
     // each host's own directory: spark-2 sees only what the model chain copies to it
     hostPath = path.posix.join(TESTBED, "own", "models", "hub-tiny-qwen2");
     for (const n of [head, worker]) {
-        await hosts.on(
-            n,
-            ["sh", "-c", "docker rm -f $(docker ps -aq --filter label=vllm-cluster.managed=true) 2>/dev/null; true"],
-            120_000,
-        );
+        await hosts.removeProjectContainers(n);
         await hosts.must(n, ["rm", "-rf", hostPath]);
     }
     editConfig(p, (cfg) => {
@@ -133,7 +113,7 @@ beforeAll(async () => {
 }, 600_000);
 
 afterAll(async () => {
-    hub?.kill();
+    hub?.stop();
     if (p) {
         if (process.env.VCL_INTEGRATION_KEEP !== "1") await destroy(p);
         removeProject(p);

@@ -58,11 +58,7 @@ beforeAll(async () => {
     hosts = new Hosts(stackConfig(p.stackFile));
     model = hosts.cfg.model.servedName;
     for (const n of [head, worker]) {
-        await hosts.on(
-            n,
-            ["sh", "-c", "docker rm -f $(docker ps -aq --filter label=vllm-cluster.managed=true) 2>/dev/null; true"],
-            120_000,
-        );
+        await hosts.removeProjectContainers(n);
         await hosts.docker(n, ["image", "rm", "--force", REF]);
     }
     editConfig(p, (cfg) => {

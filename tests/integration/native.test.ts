@@ -32,11 +32,7 @@ beforeAll(async () => {
     model = hosts.cfg.model.servedName;
     // Start from empty: no container of any project stack on the two hosts (the ray stack uses the same names).
     for (const n of [head, worker]) {
-        await hosts.on(
-            n,
-            ["sh", "-c", "docker rm -f $(docker ps -aq --filter label=vllm-cluster.managed=true) 2>/dev/null; true"],
-            120_000,
-        );
+        await hosts.removeProjectContainers(n);
     }
     await modelOnSourceOnly();
     tp1 = await tp1Reference(hosts); // computed once per image and model (the ray file may have done it already)

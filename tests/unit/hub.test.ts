@@ -5,13 +5,12 @@
  * the real client: tests/integration/hubModel.test.ts.
  */
 import * as pulumi from "@pulumi/pulumi";
-import { ChildProcess, spawn } from "child_process";
 import * as path from "path";
-import * as readline from "readline";
 import { hubDownloadCommand, hubEndpoint } from "../../infra/builders/hub";
 import { ClusterConfig, NO_SECRET_CONFIG, loadHfToken, validateConfig } from "../../infra/config";
 import { buildCluster } from "../../infra/program";
 import { hubModelProvider } from "../../infra/providers/hubModel";
+import { startHubStandin } from "../lib/hubStandin";
 import { loadStackRaw, runMocked, testTls } from "./harness";
 
 const ROOT = path.join(__dirname, "..", "..");
@@ -92,32 +91,24 @@ describe("the download command", () => {
 });
 
 describe("the provider's check, against the Hub stand-in on loopback", () => {
-    let hub: ChildProcess;
+    let stop = () => {};
     let url = "";
     let commit = "";
 
     beforeAll(async () => {
-        hub = spawn(
-            "python3",
-            [
-                path.join(ROOT, "tests", "testbed", "hub_standin.py"),
-                "--port",
-                "0",
-                "--repo",
-                `${REPO}=${path.join(ROOT, "tests", "testbed", "model")}`,
-                "--token",
-                TOKEN,
-            ],
-            {
-                stdio: ["ignore", "pipe", "inherit"],
-            },
-        );
-        const line = await new Promise<string>((r) => readline.createInterface({ input: hub.stdout! }).once("line", r));
-        const ready = JSON.parse(line) as { url: string; commits: Record<string, string> };
+        const ready = await startHubStandin([
+            "--port",
+            "0",
+            "--token",
+            TOKEN,
+            "--repo",
+            `${REPO}=${path.join(ROOT, "tests", "testbed", "model")}`,
+        ]);
+        stop = ready.stop;
         url = ready.url;
         commit = ready.commits[REPO];
     });
-    afterAll(() => hub.kill());
+    afterAll(() => stop());
 
     const check = (fields: Record<string, unknown>) =>
         hubModelProvider.check!(
