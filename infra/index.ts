@@ -28,4 +28,5 @@ export const apiKey = cluster.apiKey;
 export const rayDashboard = cluster.rayDashboard;
 export const nodes = cluster.nodes;
 export const clusterFingerprint = cluster.clusterFingerprint;
-export const modelCommit = cluster.modelCommit;
+// the commit model.hub downloaded; a stack without model.hub says so (an undefined output draws a warning on every up)
+export const modelCommit = cluster.modelCommit ?? "none (model.hub is not set)";
