@@ -16,7 +16,7 @@ oneline() { tr '\n\t' '  ' | cut -c1-300; }
 fact hostname "$(hostname)"
 fact user "$(id -un)"
 fact home "$HOME"
-conn=(${SSH_CONNECTION:-})
+read -r -a conn <<<"${SSH_CONNECTION:-}"
 fact reached "${conn[2]:-}"
 fact arch "$(uname -m)"
 fact cpus "$(nproc)"
