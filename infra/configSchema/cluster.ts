@@ -201,15 +201,16 @@ function withSourceNode(image: ImageConfig, head: NodeConfig): ImageConfig {
 function assemble(c: z.output<typeof sectionsSchema>) {
     // the nodes rules guarantee exactly one head once validation has passed
     const head = c.nodes.find((n) => n.role === "head")!;
+    const image = withSourceNode(c.image, head);
     return {
         nodes: c.nodes,
         /** The node with role head (validated: exactly one). */
         head,
         workers: c.nodes.filter((n) => n !== head),
         totalGpus: c.nodes.reduce((sum, n) => sum + n.gpus, 0),
-        image: withSourceNode(c.image, head),
+        image,
         // model.hub downloads on one node: model.source, else the image's source node (the head without one)
-        model: c.model.hub ? { ...c.model, source: c.model.source ?? withSourceNode(c.image, head).sourceNode ?? head.name } : c.model,
+        model: c.model.hub ? { ...c.model, source: c.model.source ?? image.sourceNode ?? head.name } : c.model,
         serve: c.serve,
         /** Read and validated for every backend; only the ray backend uses it. */
         ray: c.ray,

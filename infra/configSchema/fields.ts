@@ -14,6 +14,9 @@ export const REQUIRED = "is required";
 
 export const quote = (v: unknown): string => JSON.stringify(v);
 
+/** A free-form text value as YAML may spell it: numbers and booleans are taken as their text. */
+export const scalarText = (v: unknown): unknown => (typeof v === "number" || typeof v === "boolean" ? String(v) : v);
+
 export function isObject(v: unknown): v is Record<string, unknown> {
     return typeof v === "object" && v !== null && !Array.isArray(v);
 }

@@ -15,6 +15,7 @@ import {
     positiveInt,
     quote,
     required,
+    scalarText,
     section,
     string,
     withDefault,
@@ -59,7 +60,7 @@ const envName = z
 
 /** Values are never echoed: they may be secrets. YAML numbers and booleans are taken as their text. */
 const envValue = z.preprocess(
-    (v) => (typeof v === "number" || typeof v === "boolean" ? String(v) : v),
+    scalarText,
     z.string({ error: SINGLE_LINE }).refine((v) => !/[\n\0]/.test(v), { error: SINGLE_LINE }),
 );
 

@@ -14,6 +14,7 @@ import {
     seconds,
     size,
     required,
+    scalarText,
     section,
     string,
     token,
@@ -37,7 +38,7 @@ export const imageBuildFields = {
     args: z
         .record(
             z.string().regex(BUILD_ARG_RE, { error: "is not a valid build argument name" }),
-            z.preprocess((v) => (typeof v === "number" || typeof v === "boolean" ? String(v) : v), z.string({ error: "must be a string" })),
+            z.preprocess(scalarText, z.string({ error: "must be a string" })),
             { error: (iss) => (iss.code === "invalid_key" ? iss.issues[0]?.message : "must be a map of build argument names to values") },
         )
         .default(() => ({})),

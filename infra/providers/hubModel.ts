@@ -12,7 +12,7 @@ export interface HubModelInputs {
     target: pulumi.Input<SshTarget>;
     repo: pulumi.Input<string>;
     revision: pulumi.Input<string>;
-    /** The Hub's address; "" for the client's default. */
+    /** The Hub's address (hubEndpoint: model.hub.endpoint, else the operator's HF_ENDPOINT, else the Hub's own). */
     endpoint: pulumi.Input<string>;
     hostPath: pulumi.Input<string>;
     /** The image the download runs in: its ID on the node (huggingface_hub is in every vLLM image). */
