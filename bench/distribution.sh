@@ -32,7 +32,7 @@ source tests/lib/testbed-stage.sh
 testbed_stage distribution $((largest + 1)) || exit 1
 
 echo "distribution: N = $VCL_DIST_N, $VCL_BENCH_REPEATS repeat(s), results in $VCL_BENCH_OUT"
-timeout $((VCL_BENCH_REPEATS * 1800 + 600)) npx jest --selectProjects bench --runInBand --ci bench/distribution.test.ts "$@" ||
+timeout --foreground $((VCL_BENCH_REPEATS * 1800 + 600)) npx jest --selectProjects bench --runInBand --ci bench/distribution.test.ts "$@" ||
   { echo "distribution: FAILED: a measured copy failed" >&2; exit 1; }
 if [[ $VCL_BENCH_OUT == "$root/bench" ]]; then
   node bench/report.js || { echo "distribution: FAILED: bench/report.js" >&2; exit 1; }

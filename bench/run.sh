@@ -36,7 +36,7 @@ source tests/lib/testbed-stage.sh
 testbed_stage bench "$n" || exit 1
 
 echo "bench: $repeats repeat(s), results in $out"
-VCL_BENCH_REPEATS=$repeats VCL_BENCH_OUT=$out timeout $((repeats * 1800 + 600)) \
+VCL_BENCH_REPEATS=$repeats VCL_BENCH_OUT=$out timeout --foreground $((repeats * 1800 + 600)) \
   npx jest --selectProjects bench --runInBand --ci bench/bench.test.ts || { echo "bench: FAILED: a measured run failed" >&2; exit 1; }
 
 tl=timeline

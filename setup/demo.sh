@@ -59,10 +59,10 @@ if [[ $mode == down ]]; then
     if ip netns list 2>/dev/null | grep -q '^vcl-h1\b'; then
       say "pulumi destroy (stack $STACK)"
       # An interrupted earlier run can leave pending operations; refresh clears them, then destroy.
-      if ! timeout 1200 pulumi destroy --yes --non-interactive --skip-preview --stack "$STACK"; then
+      if ! timeout --foreground 1200 pulumi destroy --yes --non-interactive --skip-preview --stack "$STACK"; then
         echo "demo: destroy failed; refreshing (clearing pending operations) and trying once more" >&2
-        timeout 600 pulumi refresh --yes --non-interactive --skip-preview --clear-pending-creates --stack "$STACK" || true
-        timeout 1200 pulumi destroy --yes --non-interactive --skip-preview --stack "$STACK" ||
+        timeout --foreground 600 pulumi refresh --yes --non-interactive --skip-preview --clear-pending-creates --stack "$STACK" || true
+        timeout --foreground 1200 pulumi destroy --yes --non-interactive --skip-preview --stack "$STACK" ||
           echo "demo: destroy failed again; the simulated hosts are removed below anyway, with everything on them" >&2
       fi
     fi
@@ -90,7 +90,7 @@ if [[ ! -d node_modules || package-lock.json -nt node_modules/.package-lock.json
 fi
 
 say "simulated hosts: testbed up 2 (first run installs Docker and sshd, builds the test image with vLLM's CPU build and the tiny model: about 10-15 minutes)"
-timeout 3600 "$TB" up 2
+timeout --foreground 3600 "$TB" up 2
 mkdir -p "$TB_STATE"
 echo "$root" >"$MARKER"
 
@@ -98,7 +98,7 @@ toolchain_env
 
 say "pulumi up (stack $STACK, state in .state/pulumi)"
 pulumi stack select "$STACK" --create --non-interactive
-timeout 3600 pulumi up --yes --non-interactive --skip-preview --stack "$STACK"
+timeout --foreground 3600 pulumi up --yes --non-interactive --skip-preview --stack "$STACK"
 
 endpoint=$(pulumi stack output endpoint --stack "$STACK")
 model=$(pulumi stack output servedModelName --stack "$STACK")

@@ -13,7 +13,7 @@ cd "$REPO_ROOT" || exit 1
 
 # shellcheck source=../../setup/env.sh
 source setup/env.sh 2>/dev/null || { echo "FAIL - setup/toolchain.sh could not provide the toolchain"; exit 1; }
-timeout 1200 tests/testbed/testbed up 2 >/dev/null || { echo "FAIL - testbed up 2"; exit 1; }
+timeout --foreground 1200 tests/testbed/testbed up 2 >/dev/null || { echo "FAIL - testbed up 2"; exit 1; }
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/vcl-policy.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 export PULUMI_BACKEND_URL="file://$WORK/state" PULUMI_CONFIG_PASSPHRASE="vllm-cluster-local-simulated-only" # the local stack file carries its salt
@@ -28,14 +28,14 @@ cd "$WORK/project" || exit 1
 source "$REPO_ROOT/tests/lib/results.sh"
 
 pulumi stack init local --non-interactive >"$WORK/init-local.log" 2>&1 || { cat "$WORK/init-local.log"; fail "stack init local"; }
-if timeout 900 pulumi preview --stack local --policy-pack policies --non-interactive --color never >"$WORK/local.log" 2>&1; then
+if timeout --foreground 900 pulumi preview --stack local --policy-pack policies --non-interactive --color never >"$WORK/local.log" 2>&1; then
   pass "local stack: preview with the policy pack passes"
 else
   tail -n 30 "$WORK/local.log"; fail "local stack: preview with the policy pack passes"
 fi
 
 pulumi stack init policy-bad --non-interactive >/dev/null 2>&1
-if timeout 900 pulumi preview --stack policy-bad --policy-pack policies --non-interactive --color never >"$WORK/bad.log" 2>&1; then
+if timeout --foreground 900 pulumi preview --stack policy-bad --policy-pack policies --non-interactive --color never >"$WORK/bad.log" 2>&1; then
   fail "bad fixture: preview must fail"
 else
   pass "bad fixture: preview fails"

@@ -19,7 +19,7 @@ cd "$REPO_ROOT" || exit 1
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/vcl-e2e.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 
-if ! timeout 3600 tests/testbed/testbed up 2 >"$WORK/testbed-up.log" 2>&1; then
+if ! timeout --foreground 3600 tests/testbed/testbed up 2 >"$WORK/testbed-up.log" 2>&1; then
   show_tail "$WORK/testbed-up.log"
   fail "testbed: tests/testbed/testbed up 2"
   finish
@@ -107,7 +107,7 @@ open(dst, "w").write(text)
 EOF
   local extra=()
   [[ "$verb" == up ]] && extra=(--yes --skip-preview)
-  run_without_ssh "$log" timeout 300 pulumi "$verb" "${extra[@]}" --non-interactive --cwd "$P" --stack e2e-config --config-file "$cfg"
+  run_without_ssh "$log" timeout --foreground 300 pulumi "$verb" "${extra[@]}" --non-interactive --cwd "$P" --stack e2e-config --config-file "$cfg"
   check "config $name: $verb fails (exit $RC)" test "$RC" -ne 0
   local e
   for e in "${expected[@]}"; do
@@ -126,5 +126,5 @@ config_case duplicate-fabric-ip up "fabricIp: 10.232.0.12=>fabricIp: 10.232.0.11
   "nodes[1].fabricIp: 10.232.0.11 is used by nodes[0]"
 config_case two-problems-at-once preview "port: 8000=>port: 99999" "gpuMemoryUtilization: 0.5=>gpuMemoryUtilization: 1.5" -- \
   "serve.port" "serve.gpuMemoryUtilization"
-timeout 120 pulumi stack rm --yes --force --cwd "$P" --stack e2e-config >/dev/null 2>&1
+timeout --foreground 120 pulumi stack rm --yes --force --cwd "$P" --stack e2e-config >/dev/null 2>&1
 finish

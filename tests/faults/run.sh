@@ -20,7 +20,7 @@ testbed_stage faults 2 || exit 1
 results="${TMPDIR:-/tmp}/vllm-cluster-faults.json"
 report="${TMPDIR:-/tmp}/vllm-cluster-faults-jest.json"
 rm -f "$results" "$report"
-VCL_FAULTS_RESULTS="$results" timeout 5400 npx jest --selectProjects faults --runInBand --ci --json --outputFile="$report" "$@"
+VCL_FAULTS_RESULTS="$results" timeout --foreground 5400 npx jest --selectProjects faults --runInBand --ci --json --outputFile="$report" "$@"
 rc=$?
 if [[ -s $results && -s $report ]]; then
   echo

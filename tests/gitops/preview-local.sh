@@ -21,9 +21,9 @@ rc=$?
 ((rc == 2)) && grep -q "no stack file stacks/Pulumi.no-such-stack.yaml" "$WORK/usage.log" &&
   pass "unknown stack: exit 2 naming the missing stack file" || fail "unknown stack: exit 2 naming the missing stack file (got $rc)"
 
-timeout 1200 tests/testbed/testbed up 2 >"$WORK/testbed.log" 2>&1 || { tail -n 20 "$WORK/testbed.log"; fail "testbed up 2"; }
+timeout --foreground 1200 tests/testbed/testbed up 2 >"$WORK/testbed.log" 2>&1 || { tail -n 20 "$WORK/testbed.log"; fail "testbed up 2"; }
 before=$(git status --porcelain)
-timeout 900 bash setup/gitops/preview.sh local "$WORK/preview.md" >"$WORK/preview.log" 2>&1
+timeout --foreground 900 bash setup/gitops/preview.sh local "$WORK/preview.md" >"$WORK/preview.log" 2>&1
 rc=$?
 [[ "$(git status --porcelain)" == "$before" ]] && pass "the preview leaves the repository tree unchanged" || fail "the preview changed the repository tree"
 head -n 1 "$WORK/preview.md" 2>/dev/null | grep -qx '<!-- vllm-cluster-preview:local -->' &&
@@ -40,7 +40,7 @@ mkdir -p "$WORK/repo"
 git ls-files -z | xargs -0 cp --parents -t "$WORK/repo"
 ln -s "$REPO_ROOT/node_modules" "$WORK/repo/node_modules"
 sed -i 's/tensorParallelSize: 2/tensorParallelSize: 4/' "$WORK/repo/stacks/Pulumi.local.yaml"
-timeout 900 bash "$WORK/repo/setup/gitops/preview.sh" local "$WORK/bad.md" >"$WORK/bad.log" 2>&1
+timeout --foreground 900 bash "$WORK/repo/setup/gitops/preview.sh" local "$WORK/bad.md" >"$WORK/bad.log" 2>&1
 rc=$?
 ((rc != 0)) && grep -q "FAILED (exit $rc)" "$WORK/bad.md" && grep -q "serve.tensorParallelSize" "$WORK/bad.md" &&
   pass "a failing preview propagates its exit code ($rc) and the comment says FAILED naming the key" ||

@@ -31,7 +31,7 @@ rm -f "$timings"
 start=$SECONDS
 results="${VCL_RESULTS_DIR:-${TMPDIR:-/tmp}/vllm-cluster-results}"
 mkdir -p "$results"
-VCL_INTEGRATION_TIMINGS="$timings" timeout 5400 npx jest --selectProjects integration --runInBand --ci \
+VCL_INTEGRATION_TIMINGS="$timings" timeout --foreground 5400 npx jest --selectProjects integration --runInBand --ci \
   --json --outputFile="$results/integration-$part.json" "$@"
 rc=$?
 echo

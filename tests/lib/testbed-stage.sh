@@ -19,5 +19,5 @@ testbed_stage() {
   existing=$(ip netns list 2>/dev/null | awk '{print $1}' | sed -n 's/^vcl-h\([0-9][0-9]*\)$/\1/p' | sort -n | tail -n 1)
   hosts=$((${existing:-0} > want ? existing : want))
   echo "$stage: testbed up $hosts"
-  timeout 3600 tests/testbed/testbed up "$hosts" || { echo "$stage: FAILED: testbed up $hosts" >&2; return 1; }
+  timeout --foreground 3600 tests/testbed/testbed up "$hosts" || { echo "$stage: FAILED: testbed up $hosts" >&2; return 1; }
 }

@@ -35,7 +35,7 @@ SSH_OPTS=(-i "$STATE/ssh/id_ed25519" -o IdentitiesOnly=yes -o "UserKnownHostsFil
 on() { # I CMD...: run CMD on host I over SSH (each argument quoted for the remote shell), bounded
   local i="$1"
   shift
-  timeout 300 ssh "${SSH_OPTS[@]}" "root@$(mgmt_ip "$i")" "$(printf '%q ' "$@")"
+  timeout --foreground 300 ssh "${SSH_OPTS[@]}" "root@$(mgmt_ip "$i")" "$(printf '%q ' "$@")"
 }
 poll() { # SECONDS WHAT CMD...: bounded wait; says what it waited for on timeout
   local limit="$1" what="$2" deadline=$((SECONDS + $1))
@@ -99,7 +99,7 @@ root1="$(on 1 docker info -f '{{.DockerRootDir}}')" root2="$(on 2 docker info -f
 check "each host's docker answers from its own engine" \
   test "$root1 $root2" = "$STATE/hosts/spark-1/docker $STATE/hosts/spark-2/docker"
 check "ssh:// transport: docker system dial-stdio reaches spark-2's engine" bash -c "printf 'GET /_ping HTTP/1.0\r\n\r\n' |
-  timeout 20 ssh ${SSH_OPTS[*]} root@$(mgmt_ip 2) docker system dial-stdio | grep -q '^HTTP/1.0 200'"
+  timeout --foreground 20 ssh ${SSH_OPTS[*]} root@$(mgmt_ip 2) docker system dial-stdio | grep -q '^HTTP/1.0 200'"
 check "a host-network container sees only its host's addresses" bash -c "
   out=\$(ssh ${SSH_OPTS[*]} root@$(mgmt_ip 1) docker run --rm --network host $IMAGE ip -4 -o addr show)
   grep -q $(fab_ip 1)/24 <<<\"\$out\" && ! grep -q $(fab_ip 2) <<<\"\$out\""
