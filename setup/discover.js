@@ -228,10 +228,8 @@ function onHost(t, o, script, args) {
     });
 }
 
-/**
- * Every host reaches every other at its fabric address (the ssh port: the image and model chains dial it).
- * no-tty: runs on the host under `ssh ... bash -s` with no terminal, so timeout's own process group is harmless there.
- */
+/** Every host reaches every other at its fabric address (the ssh port: the image and model chains dial it). */
+// no-tty: runs on the host under `ssh ... bash -s` with no terminal, so timeout's own process group is harmless there
 const REACH = `for peer in "$@"; do timeout 5 bash -c "exec 3<>/dev/tcp/\${peer%:*}/\${peer##*:}" 2>/dev/null || echo "$peer"; done`;
 
 /** @param {string[]} argv */
