@@ -115,7 +115,8 @@ if ((fast == 0)); then
   echo "$$" >"${VCL_TESTBED_DIR:-/var/lib/vllm-cluster-testbed}/tests-running"
   trap 'rm -f "${VCL_TESTBED_DIR:-/var/lib/vllm-cluster-testbed}/tests-running"' EXIT
   stage "Pulumi toolchain from pinned sources (real CLI lifecycle with all three providers)" toolchain
-  stage "simulated hosts self-test (real SSH, Docker, Ray, vLLM)" bash tests/testbed/selftest.sh
+  # The self-test runs inside the terminal stage: the first run's steps as a person meets them, in a terminal
+  script_stage tests/testbed/terminal.sh
   # The backend-ray integration file hands its serving `local` cluster to the fault suite, which adopts it instead
   # of a cold up of its own and destroys it at its end (tests/integration/handoff.ts).
   export VCL_HANDOFF="$VCL_RESULTS_DIR/local-stack.handoff"
@@ -129,6 +130,8 @@ if ((fast == 0)); then
   script_stage bench/distribution.sh "" --smoke
   stage "README Security table from this run's test results (tests/security/results.json)" \
     node tests/security/report.js "$VCL_RESULTS_DIR"
+  stage "where the time went, per test file (tests/lib/timings-report.js)" \
+    node tests/lib/timings-report.js "$VCL_RESULTS_DIR" "${TMPDIR:-/tmp}/vllm-cluster-faults-jest.json"
   stage "tear down the simulated hosts and the machine engine (and check nothing is left)" \
     tests/testbed/testbed down --machine-engine
 fi

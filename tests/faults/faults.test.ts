@@ -31,6 +31,7 @@ import {
     up as engineUp,
 } from "../integration/engine";
 import { adopt, expectNothingLeft } from "../integration/handoff";
+import { timed } from "../lib/ledger";
 import { Hosts, runArgv, sshdAccepted, stackConfig, waitFor } from "../integration/hosts";
 import { chat, request } from "../integration/support";
 
@@ -106,7 +107,7 @@ function lineOf(text: string, re: RegExp): string {
 }
 
 const nameOf = (urn: string) => urn.split("::").pop() ?? urn;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const sleep = (ms: number) => timed("test sleeps", () => new Promise((r) => setTimeout(r, ms)));
 
 async function serving(key = apiKey): Promise<number> {
     return (await chat(endpoint, model, key).catch(() => ({ status: 0 }))).status;

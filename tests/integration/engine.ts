@@ -8,6 +8,7 @@ import { spawn, spawnSync } from "child_process";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
+import { Kind, record } from "../lib/ledger";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const yaml = require("js-yaml") as { load(s: string): unknown; dump(o: unknown, opts?: unknown): string };
@@ -140,7 +141,51 @@ export const transcript: string[] = [];
 
 function recorded(r: OpResult): OpResult {
     transcript.push(r.output, r.error ?? "", JSON.stringify(r.events));
+    recordWaits(r.events);
     return r;
+}
+
+/** The ledger's kind for an engine operation by its CLI verb. */
+function opKind(verb: string): Kind {
+    const kinds: Record<string, Kind> = {
+        up: "pulumi up",
+        preview: "pulumi preview",
+        refresh: "pulumi refresh",
+        destroy: "pulumi destroy",
+    };
+    return kinds[verb] ?? "pulumi cli (other)";
+}
+
+/**
+ * Into the ledger: how long the engine waited inside an operation for vLLM to answer (the serve readiness checks)
+ * and for Ray to form (the cluster gate), each from its resource's first event to its outputs or its failure.
+ */
+function recordWaits(
+    events: {
+        receivedMs?: number;
+        resourcePreEvent?: EngineEvent["resourcePreEvent"];
+        resOutputsEvent?: EngineEvent["resOutputsEvent"];
+        resOpFailedEvent?: EngineEvent["resOpFailedEvent"];
+    }[],
+): void {
+    const started = new Map<string, number>();
+    for (const e of events) {
+        const at = e.receivedMs;
+        if (at === undefined) continue;
+        const pre = e.resourcePreEvent?.metadata;
+        const end = e.resOutputsEvent?.metadata ?? e.resOpFailedEvent?.metadata;
+        if (pre && pre.op !== "refresh" && !started.has(pre.urn)) started.set(pre.urn, at);
+        if (end && started.has(end.urn)) {
+            const name = nameOf(end.urn);
+            const kind: Kind | undefined = /readiness$/.test(name)
+                ? "waiting for vLLM (serve readiness)"
+                : /(cluster-ready|gate)[^:]*probe$|-probe$/.test(name)
+                  ? "waiting for Ray (cluster gate)"
+                  : undefined;
+            if (kind) record(kind, (at - started.get(end.urn)!) / 1000);
+            started.delete(end.urn);
+        }
+    }
 }
 
 async function run(
@@ -151,10 +196,12 @@ async function run(
     const c = collector();
     const lines: string[] = [];
     const t0 = Date.now();
+    const kind = opKind(what.replace(/^pulumi /, ""));
     try {
         const r = await f(c, (s) => lines.push(s));
         const outputs = Object.fromEntries(Object.entries(r.outputs ?? {}).map(([k, v]) => [k, v.value]));
         p.lastOutput = lines;
+        record(kind, (Date.now() - t0) / 1000);
         return recorded({
             ok: true,
             ops: c.ops,
@@ -166,6 +213,7 @@ async function run(
         });
     } catch (e) {
         p.lastOutput = lines;
+        record(kind, (Date.now() - t0) / 1000);
         const error = e instanceof Error ? e.message : String(e);
         return recorded({
             ok: false,
@@ -333,6 +381,19 @@ export function startCli(p: Project, args: string[], timeoutMs = 900_000): CliRu
             clearTimeout(timer);
             exited = true;
             transcript.push(output, eventLog());
+            record(opKind(args[0]), (Date.now() - t0) / 1000);
+            recordWaits(
+                eventLog()
+                    .split("\n")
+                    .flatMap((l) => {
+                        try {
+                            const e = JSON.parse(l) as EngineEvent & { timestamp?: number };
+                            return [{ ...e, receivedMs: (e.timestamp ?? 0) * 1000 }];
+                        } catch {
+                            return [];
+                        }
+                    }),
+            );
             resolve({ code, signal, output, seconds: (Date.now() - t0) / 1000 });
         };
         child.on("error", (e) => {

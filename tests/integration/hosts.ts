@@ -7,6 +7,7 @@ import { spawn } from "child_process";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
+import { record, timed } from "../lib/ledger";
 import { shellQuote } from "../../infra/builders/quote";
 import { SshTarget, sshArgv, sshTargetOf } from "../../infra/builders/ssh";
 import { LABEL } from "../../infra/contract";
@@ -29,6 +30,10 @@ export interface RunResult {
 
 /** Runs argv (no shell), bounded; never throws for a non-zero exit. */
 export function runArgv(argv: string[], opts: { timeoutMs?: number; input?: string } = {}): Promise<RunResult> {
+    return timed("commands run by the tests (ssh, docker, scripts)", () => runArgvUntimed(argv, opts));
+}
+
+function runArgvUntimed(argv: string[], opts: { timeoutMs?: number; input?: string }): Promise<RunResult> {
     return new Promise((resolve, reject) => {
         const child = spawn(argv[0], argv.slice(1), { stdio: ["pipe", "pipe", "pipe"] });
         let stdout = "";
@@ -140,12 +145,15 @@ export class Hosts {
 
 /** Polls `cond` every `everyMs` until it is true; throws naming `what` after `timeoutMs`. */
 export async function waitFor(what: string, cond: () => Promise<boolean>, timeoutMs: number, everyMs = 1000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
+    const t0 = Date.now();
+    const deadline = t0 + timeoutMs;
     for (;;) {
         if (await cond().catch(() => false)) {
+            record("test waits (polling)", (Date.now() - t0) / 1000);
             return;
         }
         if (Date.now() > deadline) {
+            record("test waits (polling)", (Date.now() - t0) / 1000);
             throw new Error(`${what}: not within ${Math.round(timeoutMs / 1000)} s`);
         }
         await new Promise((r) => setTimeout(r, everyMs));
