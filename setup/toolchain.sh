@@ -298,8 +298,8 @@ ensure_requested_languages() {
   for lang in $(tr ',' '\n' <<<"$LANGUAGES" | sort -u); do
     case "$lang" in
       nodejs) ;;
-      python) ensure_language python Python 120 pulumi-language-python-exec ;;
-      yaml) ensure_language yaml YAML 150 ;;
+      python) ensure_language python Python 180 pulumi-language-python-exec ;;
+      yaml) ensure_language yaml YAML 240 ;;
     esac
   done
 }
