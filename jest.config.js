@@ -3,6 +3,7 @@
  * `integration` (simulated hosts, the real engine): only tests/integration/run.sh selects it, with --runInBand.
  * `faults` (simulated hosts, the real engine, one fault per test): only tests/faults/run.sh selects it (npm test runs it).
  * `bench` (simulated hosts, the real engine, the manual procedure): only bench/run.sh selects it.
+ * `languages` (the real engine and the Python and YAML language hosts, no hosts): only tests/languages/run.sh selects it.
  */
 const tsJest = ["ts-jest", { tsconfig: "tsconfig.json", isolatedModules: false }];
 
@@ -24,5 +25,6 @@ module.exports = {
         project("integration", "tests/integration"),
         project("faults", "tests/faults"),
         project("bench", "bench"),
+        project("languages", "tests/languages"),
     ],
 };

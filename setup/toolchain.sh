@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Provide the Pulumi toolchain this project runs, at the versions pinned in setup/toolchain.lock: the CLI, the
-# Node language host and the provider plugins command, random and docker. Prints (or writes) the environment
-# that puts it on PATH with offline settings.
+# Node language host and the provider plugins command, random and docker; on request (--languages) also the Python
+# and YAML language hosts, which only programs in those languages need. Prints (or writes) the environment that
+# puts it on PATH with offline settings.
 #
 # For every piece, in this order:
 #   1. already installed: a `pulumi` on PATH (or in ~/.pulumi/bin) with the language host next to it, as the
@@ -21,13 +22,17 @@
 #   bash setup/toolchain.sh [--sources DIR]              ensure everything; progress and summary on stderr
 #   bash setup/toolchain.sh [--sources DIR] --print-env  ensure, then print `export ...` lines (for eval)
 #   bash setup/toolchain.sh --check                      build nothing; report; exit 0 complete, 2 not
+#   ... --languages python,yaml                          also the Python and/or YAML language host (any mode above)
 #   source setup/env.sh                                  eval of --print-env
 # Exit: 0 complete; 1 a build or an archive check failed (the message names it); 2 (--check) incomplete.
 #
 # Environment: VCL_PULUMI_SOURCES (archive directory), VCL_TOOLCHAIN_CACHE (cache root),
 # VCL_TOOLCHAIN_BUILD_JOBS (go build -p, default: number of CPUs), VCL_TOOLCHAIN_NICE (default 10),
-# VCL_PULUMI_INSTALLER_URL (opt-in: the official installer script's address, for the CLI only).
-# A cold build takes about 20-25 minutes on 2 cores (plus module downloads); a warm run about a second.
+# VCL_PULUMI_INSTALLER_URL (opt-in: the official installer script's address, for the CLI only),
+# VCL_TOOLCHAIN_LANGUAGES (the default of --languages).
+# A cold build takes about 20-25 minutes on 2 cores (plus module downloads), the two extra language hosts a few
+# minutes more; a warm run about a second. A Python program also needs python3 and, in its virtualenv, the `pulumi`
+# package from PyPI at the CLI's version.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -51,10 +56,13 @@ PULUMI_HOME_DIR="${PULUMI_HOME:-$HOME/.pulumi}"
 CLIPBOARD_REPLACE="github.com/atotto/clipboard=github.com/tgummerer/clipboard@v0.0.0-20241001131231-d02d263e614e"
 
 MODE=ensure
+LANGUAGES="${VCL_TOOLCHAIN_LANGUAGES:-}"
 while (($# > 0)); do
   case "$1" in
     --print-env) MODE=print-env ;;
     --check) MODE=check ;;
+    --languages) LANGUAGES="${2?--languages needs a list, e.g. python,yaml}"; shift ;;
+    --languages=*) LANGUAGES="${1#--languages=}" ;;
     --sources) SOURCES="${2:?--sources needs a directory}"; shift ;;
     --sources=*) SOURCES="${1#--sources=}" ;;
     -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; exit 0 ;;
@@ -66,6 +74,14 @@ done
 log() { echo "toolchain: $*" >&2; }
 die() { echo "toolchain: ERROR: $*" >&2; exit 1; }
 
+for _lang in $(tr ',' ' ' <<<"$LANGUAGES"); do
+  case "$_lang" in
+    nodejs | python | yaml) ;;
+    *) echo "toolchain.sh: --languages: unknown language '$_lang' (known: nodejs, python, yaml)" >&2; exit 64 ;;
+  esac
+done
+unset _lang
+
 # ------------------------------------------------------------------------------------------ lock file
 # lock_field KIND NAME COLUMN: one field of a lock row (columns: 3 version, 4 archive, 5 sha256, 6 origin).
 lock_field() {
@@ -73,7 +89,6 @@ lock_field() {
     die "setup/toolchain.lock has no row '$1 $2'"
 }
 PULUMI_VERSION="$(lock_field cli pulumi 3)"
-LANGHOST_VERSION="$(lock_field language nodejs 3)"
 
 # Short key of the archives a build uses (their pinned sums), so a changed pin never reuses an old binary.
 sums_key() { # "kind name" ...
@@ -199,43 +214,94 @@ ensure_cli() {
   SUMMARY+=("pulumi v$PULUMI_VERSION: built ($dir/bin)")
 }
 
-# ------------------------------------------------------------------------------------- language host
-build_langhost() { # dir
-  local dir="$1" work="$1/work"
-  unpack language nodejs "$work"
+# ------------------------------------------------------------------------------------ language hosts
+# The Node and Python hosts live in the pulumi monorepo; their go.mod points pkg and sdk at the monorepo's folders:
+# pin both to the host's release (the CLI's) instead.
+build_monorepo_host() { # dir name
+  local dir="$1" name="$2" work="$1/work" ver
+  ver="$(lock_field language "$name" 3)"
+  unpack language "$name" "$work"
   (
-    cd "$work/sdk/nodejs/cmd/pulumi-language-nodejs"
-    # Its go.mod points pkg and sdk at the monorepo's folders; pin both to the CLI's release instead.
+    cd "$work/sdk/$name/cmd/pulumi-language-$name"
     gocmd mod edit -dropreplace github.com/pulumi/pulumi/pkg/v3 -dropreplace github.com/pulumi/pulumi/sdk/v3 \
-      -require "github.com/pulumi/pulumi/pkg/v3@v$LANGHOST_VERSION" -require "github.com/pulumi/pulumi/sdk/v3@v$LANGHOST_VERSION"
+      -require "github.com/pulumi/pulumi/pkg/v3@v$ver" -require "github.com/pulumi/pulumi/sdk/v3@v$ver"
     gocmd mod tidy
-    gobuild "$dir/bin/pulumi-language-nodejs" "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$LANGHOST_VERSION" . osusergo,grpcnotrace
+    gobuild "$dir/bin/pulumi-language-$name" "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$ver" . osusergo,grpcnotrace
   )
   rm -rf "$work"
 }
 
-ensure_langhost() {
+build_language_nodejs() { build_monorepo_host "$1" nodejs; }
+
+build_language_python() { # dir
+  local sdk
+  build_monorepo_host "$1" python || return 1
+  # The host runs a program as `python <pulumi-language-python-exec> ...`, a script it expects next to itself. The
+  # script is part of the sdk module the host was just built with (not of the host's folder in the archive).
+  sdk="$(cd "$1" && gocmd mod download -json "github.com/pulumi/pulumi/sdk/v3@v$(lock_field language python 3)" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+  [[ -f "$sdk/python/cmd/pulumi-language-python-exec" ]] || { echo "no python/cmd/pulumi-language-python-exec in '$sdk'"; return 1; }
+  install -m 0755 "$sdk/python/cmd/pulumi-language-python-exec" "$1/bin/pulumi-language-python-exec"
+}
+
+build_language_yaml() { # dir
+  local dir="$1" work="$1/work" ver
+  ver="$(lock_field language yaml 3)"
+  unpack language yaml "$work"
+  # Built as its go.mod has it: pulumi pkg and sdk v3.253.0, newer than the CLI (the engine speaks to it over gRPC
+  # only). Pinned to the CLI's v3.248.0 it does not compile (pkg/server/server.go: undefined:
+  # providersdk.NewHostClient), nor does v1.37.0, the last release before the CLI's, against v3.248.0's pkg.
+  # The version must be semver: the CLI parses it before it asks the host for anything.
+  (cd "$work" &&
+    gobuild "$dir/bin/pulumi-language-yaml" "-X github.com/pulumi/pulumi-yaml/pkg/version.Version=$ver" \
+      ./cmd/pulumi-language-yaml osusergo,grpcnotrace)
+  rm -rf "$work"
+}
+
+# ensure_language NAME LABEL ESTIMATE [EXTRA-FILE]: the language host next to the CLI, which finds it there as an
+# official install has it; EXTRA-FILE is another file the build leaves in bin/ that must go next to it too.
+ensure_language() {
+  local name="$1" label="$2" est="$3" extra="${4:-}" ver dir f
   [[ -n "$CLI_BIN" ]] || return 0
-  if [[ "$CLI_BIN" != "$CACHE_ROOT"/* ]]; then return 0; fi # an installed CLI carries its own
-  local dir
-  dir="$CACHE_ROOT/language-nodejs-v$LANGHOST_VERSION-$(sums_key "language nodejs")"
-  if [[ ! -x "$dir/bin/pulumi-language-nodejs" ]]; then
-    [[ "$MODE" != check ]] || { MISSING+=("pulumi-language-nodejs v$LANGHOST_VERSION"); return 0; }
-    archive language nodejs >/dev/null
+  ver="$(lock_field language "$name" 3)"
+  if [[ "$CLI_BIN" != "$CACHE_ROOT"/* ]]; then # an installed CLI carries its own
+    [[ -x "$CLI_BIN/pulumi-language-$name" ]] || MISSING+=("pulumi-language-$name next to $CLI_BIN/pulumi (an official install has it)")
+    return 0
+  fi
+  dir="$CACHE_ROOT/language-$name-v$ver-$(sums_key "language $name")"
+  if [[ ! -x "$dir/bin/pulumi-language-$name" || (-n "$extra" && ! -f "$dir/bin/$extra") ]]; then
+    [[ "$MODE" != check ]] || { MISSING+=("pulumi-language-$name v$ver"); return 0; }
+    archive language "$name" >/dev/null
     mkdir -p "$dir/bin" && : >"$dir/build.log"
-    run_step "building the Node language host v$LANGHOST_VERSION from its source archive" 90 "$dir/build.log" \
-      build_langhost "$dir" || exit 1
+    run_step "building the $label language host v$ver from its source archive" "$est" "$dir/build.log" \
+      "build_language_$name" "$dir" || exit 1
   fi
-  # The CLI takes the language host (and the dynamic-provider launcher below) from its own folder, as an
-  # official install has them.
   if [[ "$MODE" != check ]]; then
-    ln -sfn "$dir/bin/pulumi-language-nodejs" "$CLI_BIN/pulumi-language-nodejs"
-    local launcher="$REPO_ROOT/node_modules/@pulumi/pulumi/pulumi-resource-pulumi-nodejs"
-    if [[ -f "$launcher" ]]; then install -m 0755 "$launcher" "$CLI_BIN/pulumi-resource-pulumi-nodejs"; fi
+    for f in "pulumi-language-$name" $extra; do ln -sfn "$dir/bin/$f" "$CLI_BIN/$f"; done
   fi
+  SUMMARY+=("pulumi-language-$name v$ver: built ($dir/bin)")
+}
+
+ensure_langhost() {
+  ensure_language nodejs Node 90
+  [[ -n "$CLI_BIN" && "$CLI_BIN" == "$CACHE_ROOT"/* ]] || return 0
+  # The dynamic-provider launcher goes next to the CLI too, as an official install has it.
+  local launcher="$REPO_ROOT/node_modules/@pulumi/pulumi/pulumi-resource-pulumi-nodejs"
+  if [[ "$MODE" != check && -f "$launcher" ]]; then install -m 0755 "$launcher" "$CLI_BIN/pulumi-resource-pulumi-nodejs"; fi
   [[ -x "$CLI_BIN/pulumi-resource-pulumi-nodejs" ]] ||
     MISSING+=("pulumi-resource-pulumi-nodejs (copied from @pulumi/pulumi in node_modules: run npm ci first)")
-  SUMMARY+=("pulumi-language-nodejs v$LANGHOST_VERSION: built ($dir/bin)")
+}
+
+# The languages asked for besides Node (--languages), each once.
+ensure_requested_languages() {
+  local lang
+  for lang in $(tr ',' '\n' <<<"$LANGUAGES" | sort -u); do
+    case "$lang" in
+      nodejs) ;;
+      python) ensure_language python Python 180 pulumi-language-python-exec ;;
+      yaml) ensure_language yaml YAML 240 ;;
+    esac
+  done
 }
 
 # ------------------------------------------------------------------------------------------ providers
@@ -340,6 +406,7 @@ fi
 
 ensure_cli
 ensure_langhost
+ensure_requested_languages
 if [[ -n "$CLI_BIN" ]]; then
   ensure_provider command 100
   ensure_provider random 480 "source pulumi-yaml" "source pulumi-dotnet"

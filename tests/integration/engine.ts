@@ -46,20 +46,23 @@ export async function openProject(stackName: string, prefix = "vcl-it-", stackFi
     return openStack(dir, stackName);
 }
 
-/** Opens `stackName` in a project copy that openProject made (this test file's or one handed over). */
-export async function openStack(dir: string, stackName: string): Promise<Project> {
-    const stack = await LocalWorkspace.createOrSelectStack(
-        { stackName, workDir: dir },
-        {
-            envVars: {
-                PULUMI_BACKEND_URL: `file://${path.join(dir, ".state")}`,
-                PULUMI_CONFIG_PASSPHRASE: LOCAL_PASSPHRASE,
-                PULUMI_SKIP_UPDATE_CHECK: "true",
-                PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: "true",
-                PULUMI_IGNORE_AMBIENT_PLUGINS: "true",
-            },
-        },
-    );
+/** What every CLI run on a project copy gets: its file backend (`<dir>/.state`), the passphrase, offline settings. */
+export function engineEnv(dir: string): Record<string, string> {
+    return {
+        PULUMI_BACKEND_URL: `file://${path.join(dir, ".state")}`,
+        PULUMI_CONFIG_PASSPHRASE: LOCAL_PASSPHRASE,
+        PULUMI_SKIP_UPDATE_CHECK: "true",
+        PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: "true",
+        PULUMI_IGNORE_AMBIENT_PLUGINS: "true",
+    };
+}
+
+/**
+ * Opens `stackName` in a project copy that openProject made (this test file's or one handed over), or in another
+ * program's folder; `envVars` (engineEnv's and more) go to every CLI run.
+ */
+export async function openStack(dir: string, stackName: string, envVars: Record<string, string> = engineEnv(dir)): Promise<Project> {
+    const stack = await LocalWorkspace.createOrSelectStack({ stackName, workDir: dir }, { envVars });
     return { dir, stackName, stackFile: path.join(dir, "stacks", `Pulumi.${stackName}.yaml`), stack, lastOutput: [] };
 }
 

@@ -1,5 +1,5 @@
 /**
- * setup/toolchain.lock pins the CLI, the language host and each provider plugin that setup/toolchain.sh builds or
+ * setup/toolchain.lock pins the CLI, the language hosts and each provider plugin that setup/toolchain.sh builds or
  * installs. The engine loads a plugin at exactly the version its npm package declares, so a pin that drifts from
  * package.json would make `pulumi up` look for a plugin that was never built.
  */
@@ -55,6 +55,42 @@ describe("setup/toolchain.lock", () => {
         expect(rows.find((r) => r.kind === "cli")?.version).toBe(sdk);
         expect(rows.find((r) => r.kind === "language" && r.name === "nodejs")?.version).toBe(sdk);
         expect(rootPackage.dependencies["@pulumi/pulumi"]).toBe(sdk);
+    });
+
+    test("the Python language host is the CLI's release too, and a Python program pins the `pulumi` package at it", () => {
+        const cli = rows.find((r) => r.kind === "cli")?.version;
+        expect(rows.find((r) => r.kind === "language" && r.name === "python")?.version).toBe(cli);
+        const requirements = fs.readFileSync(path.join(ROOT, "tests", "fixtures", "languages", "python", "requirements.txt"), "utf8");
+        expect(requirements).toMatch(new RegExp(`^pulumi==${cli?.replace(/\./g, "\\.")}$`, "m"));
+    });
+
+    test("every language host row has a builder in setup/toolchain.sh, a semver version (the CLI refuses others)", () => {
+        const script = fs.readFileSync(path.join(ROOT, "setup", "toolchain.sh"), "utf8");
+        const languages = rows.filter((r) => r.kind === "language");
+        expect(languages.map((r) => r.name).sort()).toEqual(["nodejs", "python", "yaml"]);
+        for (const r of languages) {
+            expect(script).toContain(`build_language_${r.name}() {`);
+            expect(r.version).toMatch(/^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$/);
+        }
+    });
+
+    test("the fixture component package pins the program's Pulumi packages (the plugins the toolchain installs)", () => {
+        const fixture = JSON.parse(
+            fs.readFileSync(path.join(ROOT, "tests", "fixtures", "languages", "component", "package.json"), "utf8"),
+        ) as {
+            dependencies: Record<string, string>;
+        };
+        for (const [name, version] of Object.entries(fixture.dependencies)) {
+            expect([name, rootPackage.dependencies[name]]).toEqual([name, version]);
+        }
+    });
+
+    test("rows that name the same archive pin the same sha256", () => {
+        for (const r of rows.filter((x) => x.archive !== "-")) {
+            expect(rows.filter((x) => x.archive === r.archive).map((x) => x.sha256)).toEqual(
+                rows.filter((x) => x.archive === r.archive).map(() => r.sha256),
+            );
+        }
     });
 
     test("every plugin the program's packages need has a row, and every archive a sha256", () => {
