@@ -189,7 +189,7 @@ if ((fast == 0)); then
   stage security "Security table from this run's test results (security/results.json in the results directory)" \
     node tests/security/report.js "$VCL_RESULTS_DIR"
   stage timings "where the time went, per test file (tests/lib/timings-report.js)" \
-    node tests/lib/timings-report.js "$VCL_RESULTS_DIR" "${TMPDIR:-/tmp}/vllm-cluster-faults-jest.json"
+    node tests/lib/timings-report.js "$VCL_RESULTS_DIR" "$VCL_RESULTS_DIR/faults/jest.json"
   stage teardown "tear down the simulated hosts and the machine engine (and check nothing is left)" \
     tests/testbed/testbed down --machine-engine
 fi

@@ -174,12 +174,13 @@ function stageTable() {
         `${r.total.failed} failed.${r.seeded ? ` Seeded: ${r.seeded}.` : ""}`;
     /** @type {Record<string, DemoRun>} */ const demo = load(DEMO);
     return [
-        about(warm, "Warm (`tests/results/suite-warm.json`)"),
-        about(cold, "Cold (`tests/results/suite-cold.json`)"),
-        ...Object.entries(demo).map(
-            ([kind, r]) =>
+        ...wrap(about(warm, "Warm (`tests/results/suite-warm.json`)")),
+        ...wrap(about(cold, "Cold (`tests/results/suite-cold.json`)")),
+        ...Object.entries(demo).flatMap(([kind, r]) =>
+            wrap(
                 `- \`npm run demo\`, ${kind} (\`tests/results/demo.json\`): ${took(r.seconds)} on ${r.date}${caches(r.cache)}` +
-                `${r.note ? `; ${r.note}` : ""}.`,
+                    `${r.note ? `; ${r.note}` : ""}.`,
+            ),
         ),
         "",
         "| Stage | Budget (s) | Warm (s) | Cold (s) |",
