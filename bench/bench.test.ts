@@ -11,6 +11,8 @@ import * as path from "path";
 import { Project, destroy, editConfig, expectOk, openProject, up, writeEvents } from "../tests/integration/engine";
 import { Hosts, runArgv, sshdLogMarks, sshdTrafficSince, stackConfig } from "../tests/integration/hosts";
 import { chat } from "../tests/integration/support";
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { resultsDir } = require("../tests/lib/results.js") as { resultsDir: () => string };
 
 const STACK = "local";
 const TESTBED = process.env.VCL_TESTBED_DIR ?? "/var/lib/vllm-cluster-testbed";
@@ -20,7 +22,9 @@ const REPEATS = Number(process.env.VCL_BENCH_REPEATS ?? "3");
  * stays on every host): the bench itself works.
  */
 const SMOKE = process.env.VCL_BENCH_SMOKE === "1";
-const OUT = process.env.VCL_BENCH_OUT ?? __dirname;
+/** Results go to the run's results directory, never into the tree (bench/run.sh and distribution.sh set it). */
+const OUT = process.env.VCL_BENCH_OUT ?? path.join(resultsDir(), "bench");
+fs.mkdirSync(OUT, { recursive: true });
 const MANUAL_KEY = "bench-manual-procedure-key";
 /** Hosts in the measured cluster: the local stack's two, or more (spark-3.. like spark-2, tensor parallel = hosts). */
 const HOSTS_N = Number(process.env.VCL_BENCH_HOSTS ?? "2");

@@ -23,9 +23,13 @@ import { imagePresenceProvider } from "../infra/providers/imagePresence";
 import { modelChainProvider } from "../infra/providers/modelChain";
 import { distributionSchema } from "../infra/configSchema/sections";
 import { runArgv, sharedSshSocketDir } from "../tests/integration/hosts";
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { resultsDir } = require("../tests/lib/results.js") as { resultsDir: () => string };
 
 const TESTBED = process.env.VCL_TESTBED_DIR ?? "/var/lib/vllm-cluster-testbed";
-const OUT = process.env.VCL_BENCH_OUT ?? __dirname;
+/** Results go to the run's results directory, never into the tree (bench/run.sh and distribution.sh set it). */
+const OUT = process.env.VCL_BENCH_OUT ?? path.join(resultsDir(), "bench");
+fs.mkdirSync(OUT, { recursive: true });
 const REPEATS = Number(process.env.VCL_BENCH_REPEATS ?? "3");
 const SIZES = (process.env.VCL_DIST_N ?? "1,2,4").split(",").map(Number);
 const MB = Number(process.env.VCL_DIST_MB ?? "512");

@@ -1,9 +1,8 @@
-#!/usr/bin/env node
+// @ts-check
 /**
- * The README's measured tables of "Measured here", generated from the bench runs' committed results.
- *
- *   node bench/report.js           rewrites the tables from bench/results.json, bench/results-4hosts.json and
- *                                  bench/distribution.json (npm run bench and npm run bench:distribution run it)
+ * The measured tables of docs/performance.md, generated from the bench runs' committed results (bench/results.json,
+ * bench/results-4hosts.json and bench/distribution.json): `npm run docs` rewrites them. A bench run writes its
+ * results under $VCL_RESULTS_DIR/bench; `npm run docs -- --accept DIR` publishes them.
  *
  * Figures are seconds unless their unit says otherwise: min / median / max over the run's repeats (min / max for a
  * run of two), the ratios as the run computed them.
@@ -11,23 +10,30 @@
 "use strict";
 const fs = require("fs");
 const path = require("path");
-const { block, cell, markers, write } = require("../tests/lib/readmeBlock");
+const { block, cell, markers } = require("../tests/lib/docBlock");
 
 const BENCH = __dirname;
 const GENERATOR = "bench/report.js";
+const PAGE = "docs/performance.md";
+/**
+ * A run's results file, as bench/*.test.ts writes it (figures by name, ratios by name).
+ * @typedef {{ min: number, median: number, max: number, note?: string }} Figure
+ * @param {string} f @returns {any}
+ */
 const load = (f) => JSON.parse(fs.readFileSync(path.join(BENCH, f), "utf8"));
 
-/** One figure: integers from 100 up, else one decimal. */
+/** One figure: integers from 100 up, else one decimal. @param {number} v */
 const num = (v) => (Math.abs(v) >= 100 || Number.isInteger(v) ? String(Math.round(v)) : v.toFixed(1));
+/** @param {number} v */
 const ratio = (v) => v.toFixed(2);
 
-/** A figure's cell: min / median / max, or min / max for two repeats. */
+/** A figure's cell: min / median / max, or min / max for two repeats. @param {Figure | undefined} f @param {number} repeats */
 function spread(f, repeats) {
     if (f === undefined) return "";
     return repeats === 2 ? `${num(f.min)} / ${num(f.max)}` : `${num(f.min)} / ${num(f.median)} / ${num(f.max)}`;
 }
 
-/** Connections (sessions) of a cold up: medians. */
+/** Connections (sessions) of a cold up: medians. @param {any} r @param {string} kind */
 function connections(r, kind) {
     const c = r.figures[`${kind}: ssh connections${kind === "pulumi" ? ", cold up" : ""}`];
     const s = r.figures[`${kind}: ssh sessions${kind === "pulumi" ? ", cold up" : ""}`];
@@ -36,7 +42,7 @@ function connections(r, kind) {
     return s === undefined ? conn : `${conn} (${num(s.median)})`;
 }
 
-/** The table of one end-to-end bench run (bench/results*.json). */
+/** The table of one end-to-end bench run (bench/results*.json). @param {string} file */
 function endToEnd(file) {
     const r = load(file);
     const f = r.figures;
@@ -80,6 +86,7 @@ function distribution() {
     const d = load("distribution.json");
     const im = d.image;
     const mo = d.model;
+    /** @param {Record<string, Figure>} fig @param {[string, string[]][]} names */
     const rows = (fig, names) =>
         names.map(([label, keys]) => `| ${label} | ${keys.map((k) => (fig[k] ? spread(fig[k], d.repeats) : "")).join(" | ")} |`);
     const links = `management links at ${d.shape.mgmt}, fabric links at ${d.shape.fabric}`;
@@ -106,8 +113,7 @@ function distribution() {
     ];
     const streams = Object.keys(mo.figures)
         .map((k) => /^(\d+) stream\(s\), N=1$/.exec(k))
-        .filter(Boolean)
-        .map((m) => Number(m[1]));
+        .flatMap((m) => (m ? [Number(m[1])] : []));
     const model = [
         `Model: ${mo.modelMiB} MiB in ${mo.files} files, ${d.repeats} repeats, ${links}, hops over the fabric, run of ${mo.when.slice(0, 10)}:`,
         "",
@@ -162,22 +168,23 @@ function distribution() {
     return { image, model, update };
 }
 
-/** Bytes as MiB with one decimal. */
+/** Bytes as MiB with one decimal. @param {number} bytes */
 function mib(bytes) {
     return `${(bytes / (1 << 20)).toFixed(1)} MiB`;
 }
 
-/** Every block this generator owns: [markers, text]. */
+/** Every block this generator owns. @returns {import("../tests/lib/docBlock").Block[]} */
 function blocks() {
     const dist = distribution();
-    return [
+    /** @type {[import("../tests/lib/docBlock").Markers, string[]][]} */
+    const parts = [
         [markers("bench-2hosts", GENERATOR, "bench/results.json"), endToEnd("results.json")],
         [markers("bench-4hosts", GENERATOR, "bench/results-4hosts.json"), endToEnd("results-4hosts.json")],
         [markers("bench-image-distribution", GENERATOR, "bench/distribution.json"), dist.image],
         [markers("bench-model-distribution", GENERATOR, "bench/distribution.json"), dist.model],
         [markers("bench-image-update", GENERATOR, "bench/distribution.json"), dist.update],
-    ].map(([m, lines]) => [m, block(m, lines)]);
+    ];
+    return parts.map(([m, lines]) => ({ page: PAGE, markers: m, text: block(m, lines) }));
 }
 
-module.exports = { blocks };
-if (require.main === module) write(blocks());
+module.exports = { blocks, PAGE };

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # stage: benchmark smoke (the Pulumi side once: cold up with the image in place, no-op up, destroy; the timeline chart)
 #
-#   sudo npm run bench              3 repeats; writes bench/results.json, bench/timeline.{txt,json,png} and
-#                                   bench/manual-steps.txt (the manual procedure's steps with their times)
-#   sudo npm run bench -- --smoke   the Pulumi side once into a temporary directory (what `npm test` runs; the
-#                                   image stays on every host): the bench works; its goals are not checked and the
-#                                   manual procedure does not run
-#   sudo npm run bench -- --hosts 4 the same on 4 hosts (tensor parallel 4); writes bench/results-4hosts.json and
-#                                   bench/timeline-4hosts.{txt,json,png}
+#   sudo npm run bench              3 repeats; writes results.json, timeline.{txt,json,png} and manual-steps.txt
+#                                   (the manual procedure's steps with their times) to $VCL_RESULTS_DIR/bench
+#   sudo npm run bench -- --smoke   the Pulumi side once, into $VCL_RESULTS_DIR/smoke/bench (what `npm test` runs;
+#                                   the image stays on every host): the bench works; its goals are not checked and
+#                                   the manual procedure does not run
+#   sudo npm run bench -- --hosts 4 the same on 4 hosts (tensor parallel 4): results-4hosts.json and
+#                                   timeline-4hosts.{txt,json,png}
+#
+# Nothing is written into the tree: docs/performance.md shows the committed bench/*.json, and
+# `npm run docs -- --accept $VCL_RESULTS_DIR` publishes a run's (never a smoke's).
 #
 # Runs `pulumi up` of the `local` stack on the simulated hosts (tests/testbed) side by side with bench/manual.sh,
 # the manual procedure, on the same hosts, image and model; see bench/bench.test.ts for what is measured.
@@ -15,11 +18,13 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 1
 
-out=$root/bench repeats=${VCL_BENCH_REPEATS:-3} n=2 results=results.json
+# shellcheck source=../tests/lib/results-dir.sh
+source tests/lib/results-dir.sh
+out=$VCL_RESULTS_DIR/bench repeats=${VCL_BENCH_REPEATS:-3} n=2 results=results.json smoke=0
 while (($#)); do
   case $1 in
     --smoke)
-      out=$(mktemp -d "${TMPDIR:-/tmp}/vcl-bench.XXXXXX") repeats=1
+      out=$VCL_RESULTS_DIR/smoke/bench repeats=1 smoke=1
       export VCL_BENCH_SMOKE=1
       ;;
     --hosts)
@@ -35,6 +40,7 @@ export VCL_BENCH_HOSTS=$n
 source tests/lib/testbed-stage.sh
 testbed_stage bench "$n" || exit 1
 
+mkdir -p "$out"
 echo "bench: $repeats repeat(s), results in $out"
 VCL_BENCH_REPEATS=$repeats VCL_BENCH_OUT=$out timeout --foreground $((repeats * 1800 + 600)) \
   npx jest --selectProjects bench --runInBand --ci bench/bench.test.ts || { echo "bench: FAILED: a measured run failed" >&2; exit 1; }
@@ -54,8 +60,5 @@ for (const [k, f] of Object.entries(r.figures))
 for (const [k, v] of Object.entries(r.ratios)) console.log(`  ${k.padEnd(44)} ${v.toFixed(2).padStart(8)}`);
 ' "$out/$results"
 echo "bench: chart $out/$tl.png"
-# the README's tables of "Measured here" are generated from the committed results, never pasted
-if [[ $out == "$root/bench" ]]; then
-  node bench/report.js || { echo "bench: FAILED: bench/report.js" >&2; exit 1; }
-  echo "bench: README tables rewritten from bench/$results"
-fi
+# the tables of docs/performance.md are generated from the committed results, never pasted
+((smoke == 1)) || accept_hint bench

@@ -6,6 +6,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
 import { clusterSchema } from "./configSchema/cluster";
 import type { ClusterConfig } from "./configSchema/cluster";
+import type { secretFields } from "./configSchema/secrets";
 
 export type { Backend, ClusterConfig } from "./configSchema/cluster";
 export type { GpuRuntime, NodeConfig } from "./configSchema/nodes";
@@ -104,8 +105,8 @@ function configKeyIsSecret(key: string): boolean {
     return runtimeConfig.isConfigSecret(`${CONFIG_NAMESPACE}:${key}`);
 }
 
-/** The Hub token's config key (model.hub): a secret, never part of ClusterConfig. */
-export const HF_TOKEN_KEY = "hfToken";
+/** The Hub token's config key (model.hub): a secret, never part of ClusterConfig (configSchema/secrets.ts). */
+export const HF_TOKEN_KEY: keyof typeof secretFields = "hfToken";
 
 /**
  * The Hub token for model.hub, as a secret Output, or undefined when unset. Fails closed: a token set in plain

@@ -10,7 +10,21 @@ import * as path from "path";
  * container is the host's root after any code execution), home directories (a model copied from there would carry
  * ~/.ssh to every host), and the world-writable temporary file systems that a reboot empties.
  */
-const SYSTEM_TREES = ["/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/run", "/sbin", "/sys", "/usr", "/var/run"];
+export const SYSTEM_TREES: readonly string[] = [
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/proc",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/usr",
+    "/var/run",
+];
 
 /** Why `p` may not be a host directory of the program, or undefined when it may. */
 export function forbiddenHostDir(p: string): string | undefined {

@@ -9,7 +9,21 @@
 # Stages run in order; every stage runs for real and either passes or fails. Ends with one line
 # "N passed, N failed" counting stages. The Pulumi source archives come from --sources DIR, VCL_PULUMI_SOURCES,
 # or ../shared/pulumi-sources (setup/toolchain.sh looks next to the repository and next to its local origin).
+#
+# Every stage writes its results under $VCL_RESULTS_DIR (default ${TMPDIR:-/tmp}/vllm-cluster-results), never into
+# the tree; the last stage checks that the tree is as the run found it. The run's own record is
+# $VCL_RESULTS_DIR/suite.json (each stage's time, budget and result, the machine, what was cached); the docs' figures
+# come from committed copies, which `npm run docs -- --accept $VCL_RESULTS_DIR` replaces with this run's.
 set -uo pipefail
+
+# Each stage's budget in seconds, on a 2-core machine with warm caches (the toolchain's: a cold build). The summary
+# prints it beside the stage's time and marks a stage over it OVER BUDGET, without failing the run.
+declare -A BUDGET=(
+  [install]=300 [static]=300 [unit]=240 [toolchain]=1500 [self-test]=420 [integration-ray]=900 [faults]=1100
+  [integration-others]=900 [e2e]=240 [policy]=180 [gitops]=180 [bench-smoke]=300 [distribution-smoke]=200
+  [security]=30 [timings]=30 [teardown]=120 [clean-tree]=30
+)
+
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 1
 fast=0
@@ -26,20 +40,56 @@ passed=0 failed=0
 declare -a summary=()
 t_all=$SECONDS
 
-stage() { # name command...
-  local name="$1"; shift
-  local start=$SECONDS
+# Each jest run also writes its results where the Security table's generator reads them (tests/security/report.js).
+export VCL_RESULTS_DIR="${VCL_RESULTS_DIR:-${TMPDIR:-/tmp}/vllm-cluster-results}"
+rm -rf "$VCL_RESULTS_DIR" && mkdir -p "$VCL_RESULTS_DIR"
+stages_tsv="$VCL_RESULTS_DIR/stages.tsv"
+: >"$stages_tsv"
+touch "$VCL_RESULTS_DIR/.started" # what the run built into the caches is newer than this
+
+stage() { # id name command...
+  local id="$1" name="$2"; shift 2
+  local start=$SECONDS budget=${BUDGET[$id]:-0} over=""
   echo
-  echo "=== stage: $name ($(date +%H:%M:%S))"
+  echo "=== stage: $name ($(date +%H:%M:%S); budget ${budget}s)"
   "$@"
   local rc=$?
   local took=$((SECONDS - start))
+  ((took <= budget)) || over="  OVER BUDGET"
   if ((rc == 0)); then
-    passed=$((passed + 1)); summary+=("PASS    $name (${took}s)")
+    passed=$((passed + 1)); summary+=("PASS    $name (${took}s of ${budget}s)$over")
   else
-    failed=$((failed + 1)); summary+=("FAIL    $name (${took}s, exit $rc)")
+    failed=$((failed + 1)); summary+=("FAIL    $name (${took}s of ${budget}s, exit $rc)$over")
   fi
+  printf '%s\t%s\t%s\t%s\t%s\n' "$id" "$name" "$took" "$budget" "$( ((rc == 0)) && echo pass || echo fail)" >>"$stages_tsv"
   return "$rc"
+}
+
+# What `git status` lists (ignored files do not count), each listed file with a hash of its content, so a file
+# that was already modified and is changed again shows too.
+tree_state() {
+  git status --porcelain --untracked-files=all | while IFS= read -r line; do
+    local f=${line:3}
+    f=${f##* -> }
+    printf '%s %s\n' "$line" "$(if [[ -f $f ]]; then sha256sum <"$f" | cut -c1-16; else echo -; fi)"
+  done
+}
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then tree_state >"$VCL_RESULTS_DIR/tree-before.txt"; fi
+
+# The last stage: npm test leaves the tree as it found it (in a fresh clone: `git status --porcelain` is empty).
+tree_unchanged() {
+  if [[ ! -f $VCL_RESULTS_DIR/tree-before.txt ]]; then
+    echo "not a git checkout: nothing to compare"
+    return 0
+  fi
+  local changes
+  changes=$(diff "$VCL_RESULTS_DIR/tree-before.txt" <(tree_state) | sed -n 's/^[<>] //p')
+  if [[ -n $changes ]]; then
+    echo "the run changed the tree (results belong under \$VCL_RESULTS_DIR); git status, with content hashes:" >&2
+    printf '  %s\n' "$changes" >&2
+    return 1
+  fi
+  echo "the tree is as the run found it ($(wc -l <"$VCL_RESULTS_DIR/tree-before.txt") entries in git status before and after)"
 }
 
 install_npm() {
@@ -60,17 +110,13 @@ static_checks() {
   shellcheck -S warning "${scripts[@]}" && echo "shellcheck: ${#scripts[@]} scripts clean"
 }
 
-# Each jest run also writes its results where the Security table's generator reads them (tests/security/report.js).
-export VCL_RESULTS_DIR="${VCL_RESULTS_DIR:-${TMPDIR:-/tmp}/vllm-cluster-results}"
-rm -rf "$VCL_RESULTS_DIR" && mkdir -p "$VCL_RESULTS_DIR"
-
 # A stage that runs SCRIPT [ARGS...], named by the script's "# stage:" line plus SUFFIX. A script that was renamed or
 # removed fails here under its path: it never drops out of the run and the count.
-script_stage() { # script suffix args...
-  local t=$1 suffix=${2:-} name
-  shift 2 || shift
+script_stage() { # id script suffix args...
+  local id=$1 t=$2 suffix=${3:-} name
+  shift 3 || shift $#
   name=$(sed -n 's/^# stage: //p' "$t" 2>/dev/null | head -n 1 | grep .) || name="$t (missing or without a '# stage:' line)"
-  stage "$name$suffix" bash "$t" "$@"
+  stage "$id" "$name$suffix" bash "$t" "$@"
 }
 
 unit_tests() {
@@ -101,9 +147,16 @@ if ((fast == 0)); then
   fi
   echo "npm test: $cpu"
 fi
-stage "install npm packages" install_npm || exit 1
-stage "static checks (tsc --strict, eslint, prettier, actionlint, shellcheck)" static_checks
-stage "unit and policy tests (jest, Pulumi mocks)" unit_tests
+# suite.json: this run's record (tests/lib/suite.js), written however the run ends
+toolchain_cache="not used" image_cache="not used"
+write_suite() {
+  VCL_SUITE_FULL=$((1 - fast)) VCL_SUITE_SECONDS=$((SECONDS - t_all)) VCL_SUITE_TOOLCHAIN=$toolchain_cache \
+    VCL_SUITE_IMAGE=$image_cache node tests/lib/suite.js record "$stages_tsv" "$VCL_RESULTS_DIR/suite.json" ||
+    echo "npm test: could not write $VCL_RESULTS_DIR/suite.json" >&2
+}
+stage install "install npm packages" install_npm || { write_suite; exit 1; }
+stage static "static checks (tsc --strict, eslint, prettier, actionlint, shellcheck)" static_checks
+stage unit "unit and policy tests (jest, Pulumi mocks)" unit_tests
 if ((fast == 0)); then
   if [[ $(id -u) != 0 ]]; then
     echo "npm test: the full suite needs root (network namespaces, one Docker engine per simulated host);" >&2
@@ -114,30 +167,40 @@ if ((fast == 0)); then
   mkdir -p "${VCL_TESTBED_DIR:-/var/lib/vllm-cluster-testbed}"
   echo "$$" >"${VCL_TESTBED_DIR:-/var/lib/vllm-cluster-testbed}/tests-running"
   trap 'rm -f "${VCL_TESTBED_DIR:-/var/lib/vllm-cluster-testbed}/tests-running"' EXIT
-  stage "Pulumi toolchain from pinned sources (real CLI lifecycle with all three providers)" toolchain
+  if bash setup/toolchain.sh --check >/dev/null 2>&1; then toolchain_cache=cached; else toolchain_cache=cold; fi
+  stage toolchain "Pulumi toolchain from pinned sources (real CLI lifecycle with all three providers)" toolchain
   # The self-test runs inside the terminal stage: the first run's steps as a person meets them, in a terminal
-  script_stage tests/testbed/terminal.sh
+  script_stage self-test tests/testbed/terminal.sh
+  # a test image built by this run is a tarball in the testbed's cache newer than the run's start
+  image_cache=cached
+  if [[ -n $(find "${XDG_CACHE_HOME:-$HOME/.cache}/vllm-cluster/testbed-image" -maxdepth 1 -name '*.tar' \
+    -newer "$VCL_RESULTS_DIR/.started" 2>/dev/null) ]]; then image_cache=cold; fi
   # The backend-ray integration file hands its serving `local` cluster to the fault suite, which adopts it instead
   # of a cold up of its own and destroys it at its end (tests/integration/handoff.ts).
   export VCL_HANDOFF="$VCL_RESULTS_DIR/local-stack.handoff"
-  script_stage tests/integration/run.sh ": backend ray (its serving cluster goes on to the fault suite)" ray
-  script_stage tests/faults/run.sh
-  script_stage tests/integration/run.sh ": backend native, a third host, the chain agent" others
-  for t in tests/e2e/run.sh tests/e2e/policy.sh tests/gitops/preview-local.sh; do
-    script_stage "$t"
-  done
-  script_stage bench/run.sh "" --smoke
-  script_stage bench/distribution.sh "" --smoke
-  stage "README Security table from this run's test results (tests/security/results.json)" \
+  script_stage integration-ray tests/integration/run.sh ": backend ray (its serving cluster goes on to the fault suite)" ray
+  script_stage faults tests/faults/run.sh
+  script_stage integration-others tests/integration/run.sh ": backend native, a third host, the chain agent" others
+  script_stage e2e tests/e2e/run.sh
+  script_stage policy tests/e2e/policy.sh
+  script_stage gitops tests/gitops/preview-local.sh
+  script_stage bench-smoke bench/run.sh "" --smoke
+  script_stage distribution-smoke bench/distribution.sh "" --smoke
+  stage security "Security table from this run's test results (security/results.json in the results directory)" \
     node tests/security/report.js "$VCL_RESULTS_DIR"
-  stage "where the time went, per test file (tests/lib/timings-report.js)" \
-    node tests/lib/timings-report.js "$VCL_RESULTS_DIR" "${TMPDIR:-/tmp}/vllm-cluster-faults-jest.json"
-  stage "tear down the simulated hosts and the machine engine (and check nothing is left)" \
+  stage timings "where the time went, per test file (tests/lib/timings-report.js)" \
+    node tests/lib/timings-report.js "$VCL_RESULTS_DIR" "$VCL_RESULTS_DIR/faults/jest.json"
+  stage teardown "tear down the simulated hosts and the machine engine (and check nothing is left)" \
     tests/testbed/testbed down --machine-engine
 fi
+stage clean-tree "the tree is as the run found it (git status --porcelain; ignored files do not count)" tree_unchanged
+write_suite
 
 echo
 echo "=== summary ($((SECONDS - t_all))s)"
 printf '  %s\n' "${summary[@]}"
 echo "$passed passed, $failed failed"
+if ((fast == 0)); then
+  echo "results: $VCL_RESULTS_DIR (suite.json); to publish this run's figures in the docs: npm run docs -- --accept $VCL_RESULTS_DIR"
+fi
 ((failed == 0))

@@ -111,7 +111,7 @@ archive() {
     done < <(source_candidates)
     [[ -n "$SOURCES" ]] || die "building $2 needs the source archive $file; no archive directory at:$tried. \
 Pass --sources DIR or set VCL_PULUMI_SOURCES (on a machine with internet access, install the official binaries \
-instead; see the README)"
+instead; see docs/testing.md, Toolchain)"
   fi
   [[ -f "$SOURCES/$file" ]] || die "source archive $file is not in $SOURCES"
   sum="$(sha256sum "$SOURCES/$file" | cut -d' ' -f1)"

@@ -21,19 +21,34 @@ import {
 } from "./sections";
 
 export const clusterFields = {
-    nodes: nodesSchema,
-    image: requiredSection(imageSchema),
-    model: requiredSection(modelSchema),
-    serve: requiredSection(serveSchema),
-    ray: raySchema,
-    native: nativeSchema,
-    ssh: requiredSection(sshSchema),
-    distribution: distributionSchema,
-    memoryGuard: memoryGuardSchema,
-    /** Per-host state (API key file, Ray session dir); the SSH user must be able to write it. */
-    stateDir: withDefault(hostDir(), "/var/lib/vllm-cluster"),
-    /** ray: vLLM on a Ray cluster; native: vLLM's own multi-node rendezvous, no Ray. */
-    backend: withDefault(oneOf(["ray", "native"]), "ray"),
+    nodes: nodesSchema.meta({
+        description: "The GPU hosts, reached over SSH on the management network and talking to each other on the fabric.",
+        across: "at least one node",
+    }),
+    image: requiredSection(imageSchema).describe("The image every container runs, where it comes from and how it reaches the hosts."),
+    model: requiredSection(modelSchema).describe("The model directory on the hosts, and where it comes from."),
+    serve: requiredSection(serveSchema).describe("The `vllm serve` settings and how the serve container runs."),
+    ray: raySchema.describe("The Ray cluster (backend ray): its ports, its readiness wait, its authentication."),
+    native: nativeSchema.describe("vLLM's own multi-node (backend native): rank 0 hosts the rendezvous on the head's fabric IP."),
+    ssh: requiredSection(sshSchema).describe(
+        "Files on the machine running Pulumi, for ssh (which expands `~`) and the Docker provider's ssh options.",
+    ),
+    distribution: distributionSchema.describe(
+        "How hosts copy to each other (the image and model chains); the operator's own connections always use nodes[].sshHost.",
+    ),
+    memoryGuard: memoryGuardSchema.describe(
+        "Keeps the program's containers from exhausting a host's memory: a ceiling per container, and a floor of the host's " +
+            "MemAvailable below which the guard stops them.",
+    ),
+    stateDir: withDefault(hostDir(), "/var/lib/vllm-cluster").meta({
+        description:
+            "Per-host state, on disk (preflight refuses a tmpfs): the key and token files, the containers' /tmp, the compile " +
+            "caches and each container's crash budget, under <stateDir>/<node>/; the SSH user must be able to write it.",
+        across: "apart from model.hostPath: neither inside the other",
+    }),
+    backend: withDefault(oneOf(["ray", "native"]), "ray").describe(
+        "ray: vLLM on a Ray cluster (head and workers, serve on the head); native: vLLM's own multi-node rendezvous, no Ray.",
+    ),
 };
 
 /** What the rules across sections may rely on: every field that passed on its own, the rest undefined. */

@@ -5,10 +5,14 @@
  *
  * Presence: a missing key and a null value are the same (`section` drops nulls); an empty string also counts as
  * unset for string fields only, so `port: ""` is still reported rather than silently defaulted.
+ *
+ * Each constructor also states its rule in the schema's metadata (`rule`, and `type` where the value's kind is not
+ * the zod type's), next to the check that enforces it, for the generated reference (docs/configuration.md). A field's
+ * own meaning is its `description`; `across` states a rule that spans keys (checked in cluster.ts and the sections).
  */
 import * as path from "path";
 import { z } from "zod";
-import { forbiddenHostDir } from "../hostPaths";
+import { SYSTEM_TREES, forbiddenHostDir } from "../hostPaths";
 
 export const REQUIRED = "is required";
 
@@ -43,29 +47,46 @@ export function isValidSshHost(s: string): boolean {
 
 export const string = () => z.string({ error: (iss) => (iss.input === undefined ? REQUIRED : "must be a string") });
 
-export const pattern = (re: RegExp, what: string) => string().regex(re, { error: (iss) => `${quote(iss.input)} is not a valid ${what}` });
+export const pattern = (re: RegExp, what: string) =>
+    string()
+        .regex(re, { error: (iss) => `${quote(iss.input)} is not a valid ${what}` })
+        .meta({ rule: `${what}: \`${re.source}\`` });
 
 const TOKEN_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/:]*$/;
 
 /** A name handed to vLLM as one argument (parser, load format, served model name). */
 export const token = (what: string) => pattern(TOKEN_RE, what);
 
-export const ipv4 = () => string().refine(isIPv4, { error: (iss) => `${quote(iss.input)} is not a valid IPv4 address` });
+export const ipv4 = () =>
+    string()
+        .refine(isIPv4, { error: (iss) => `${quote(iss.input)} is not a valid IPv4 address` })
+        .meta({ rule: "an IPv4 address" });
 
 export const absPath = () =>
-    string().refine((v) => path.posix.isAbsolute(v) && !UNSAFE_PATH_RE.test(v), {
-        error: (iss) => `${quote(iss.input)} must be an absolute path without spaces or quotes`,
-    });
+    string()
+        .refine((v) => path.posix.isAbsolute(v) && !UNSAFE_PATH_RE.test(v), {
+            error: (iss) => `${quote(iss.input)} must be an absolute path without spaces or quotes`,
+        })
+        .meta({ rule: "an absolute path without spaces or quotes" });
 
 /** An absolute path that may hold what the program puts on a host (see forbiddenHostDir). */
 export const hostDir = () =>
-    absPath().superRefine((v, ctx) => {
-        const why = forbiddenHostDir(v);
-        if (why !== undefined) ctx.addIssue({ code: "custom", message: `${quote(v)} ${why}; choose a directory of its own` });
-    });
+    absPath()
+        .superRefine((v, ctx) => {
+            const why = forbiddenHostDir(v);
+            if (why !== undefined) ctx.addIssue({ code: "custom", message: `${quote(v)} ${why}; choose a directory of its own` });
+        })
+        .meta({
+            rule:
+                "an absolute path without spaces or quotes; not /, nor inside or a parent of " +
+                `${SYSTEM_TREES.join(", ")}, /var/lib/docker or /var/lib/containerd; not a home directory; not inside /tmp or /var/tmp`,
+        });
 
 /** May be relative to the operator's home (~/.ssh/...); only what would break quoting is rejected. */
-export const quotablePath = () => string().refine((v) => !UNSAFE_PATH_RE.test(v), { error: "must be a path without spaces or quotes" });
+export const quotablePath = () =>
+    string()
+        .refine((v) => !UNSAFE_PATH_RE.test(v), { error: "must be a path without spaces or quotes" })
+        .meta({ rule: "a path without spaces or quotes (`~/` is the operator's home)" });
 
 export const oneOf = <const T extends readonly [string, ...string[]]>(values: T) =>
     z.enum(values, {
@@ -90,14 +111,16 @@ export function int(opts: { min: number; max?: number; what?: string }) {
     const range = opts.max !== undefined ? `${opts.min}..${opts.max}` : `>= ${opts.min}`;
     const outOfRange = (iss: { input?: unknown }) => `${iss.input} is out of range ${range}${opts.what ? ` (${opts.what})` : ""}`;
     const notInteger = (iss: { input?: unknown }) => (iss.input === undefined ? REQUIRED : `${quote(iss.input)} must be an integer`);
-    return z.preprocess(
-        (v) => (typeof v === "string" && /^-?\d+$/.test(v) ? Number(v) : v),
-        z
-            .number({ error: notInteger })
-            .refine(Number.isInteger, { error: notInteger, abort: true })
-            .min(opts.min, { error: outOfRange })
-            .max(opts.max ?? Number.MAX_SAFE_INTEGER, { error: outOfRange }),
-    );
+    return z
+        .preprocess(
+            (v) => (typeof v === "string" && /^-?\d+$/.test(v) ? Number(v) : v),
+            z
+                .number({ error: notInteger })
+                .refine(Number.isInteger, { error: notInteger, abort: true })
+                .min(opts.min, { error: outOfRange })
+                .max(opts.max ?? Number.MAX_SAFE_INTEGER, { error: outOfRange }),
+        )
+        .meta({ type: "integer", rule: `${range}${opts.what ? ` (${opts.what})` : ""}` });
 }
 
 export const positiveInt = () => int({ min: 1 });
@@ -140,6 +163,10 @@ export const size = (min: number) =>
                 return z.NEVER;
             }
             return bytes;
+        })
+        .meta({
+            type: "size",
+            rule: `docker's syntax (512m, 64g; a plain number is bytes); 0 is none${min > 0 ? `, else at least ${min / 1024 ** 2}m` : ""}`,
         });
 
 /** Decimal only: Number() also reads "0x1" (1), "1e0" and " 1 ", which no one means for a memory share. */
@@ -156,6 +183,7 @@ export const fraction = (def: number) =>
             { error: (iss) => `${quote(iss.input)} must be in (0, 1]` },
         )
         .transform(Number)
+        .meta({ type: "number", rule: "in (0, 1]" })
         .default(def);
 
 // ---- lists and objects ----
@@ -164,8 +192,15 @@ const NON_EMPTY = "must be a non-empty string";
 
 /** A list item: a non-empty string, optionally matching `re`. */
 export function item(re?: RegExp, what?: string) {
-    const s = z.string({ error: NON_EMPTY }).refine((v) => v !== "", { error: NON_EMPTY, abort: true });
-    return re ? s.regex(re, { error: (iss) => `${quote(iss.input)} is not a valid ${what ?? "value"}` }) : s;
+    const s = z
+        .string({ error: NON_EMPTY })
+        .refine((v) => v !== "", { error: NON_EMPTY, abort: true })
+        .meta({ rule: "a non-empty string" });
+    return re
+        ? s
+              .regex(re, { error: (iss) => `${quote(iss.input)} is not a valid ${what ?? "value"}` })
+              .meta({ rule: `${what ?? "value"}: \`${re.source}\`` })
+        : s;
 }
 
 /** A list of strings; a missing one is empty. */

@@ -56,13 +56,16 @@ const envName = z
     .regex(ENV_NAME_RE, { error: "is not a valid environment variable name", abort: true })
     .refine((name) => !MANAGED_ENV.includes(name), {
         error: "is set by the program (or must never be configured) and cannot be overridden",
-    });
+    })
+    .meta({ rule: `\`${ENV_NAME_RE.source}\`, none of ${MANAGED_ENV.join(", ")}` });
 
 /** Values are never echoed: they may be secrets. YAML numbers and booleans are taken as their text. */
-const envValue = z.preprocess(
-    scalarText,
-    z.string({ error: SINGLE_LINE }).refine((v) => !/[\n\0]/.test(v), { error: SINGLE_LINE }),
-);
+const envValue = z
+    .preprocess(
+        scalarText,
+        z.string({ error: SINGLE_LINE }).refine((v) => !/[\n\0]/.test(v), { error: SINGLE_LINE }),
+    )
+    .meta({ rule: "one line of text (numbers and booleans are taken as their text)" });
 
 const envMap = z
     .record(envName, envValue, {
@@ -70,27 +73,51 @@ const envMap = z
     })
     .default(() => ({}));
 
+const UNIQUE = "unique across nodes";
+
 export const nodeFields = {
-    name: required(pattern(NODE_NAME_RE, "node name ([a-z0-9-])")),
+    name: required(pattern(NODE_NAME_RE, "node name ([a-z0-9-])")).meta({
+        description: "The node's name in container labels, resource names and messages.",
+        across: UNIQUE,
+    }),
     sshHost: required(
-        string().refine(isValidSshHost, {
-            error: (iss) => `${quote(iss.input)} is a malformed SSH host (expected an IPv4 address or DNS name)`,
-        }),
+        string()
+            .refine(isValidSshHost, {
+                error: (iss) => `${quote(iss.input)} is a malformed SSH host (expected an IPv4 address or DNS name)`,
+            })
+            .meta({ rule: "an IPv4 address or a DNS name" }),
+    ).meta({
+        description:
+            "The management address the operator's SSH and the Docker provider dial; the only address the operator needs to reach.",
+        across: `${UNIQUE} (DNS names compared without case, every loopback name is one host)`,
+    }),
+    sshUser: required(pattern(USER_RE, "user name")).describe("The login user on the host: root, or a member of the docker group."),
+    sshPort: port(22).meta({
+        description: "The host's sshd port, on the management network and (for the chains' hops) on the fabric.",
+        across: "distinct from the ports the backend opens on this host; outside ray.minWorkerPort..maxWorkerPort (backend ray)",
+    }),
+    fabricIp: required(ipv4()).meta({
+        description: "Ray, NCCL and vLLM's rendezvous bind to this address: the fast fabric, not the management network.",
+        across: UNIQUE,
+    }),
+    fabricInterface: required(pattern(IFNAME_RE, "interface name")).describe(
+        "The interface that holds fabricIp (preflight checks it): NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME.",
     ),
-    sshUser: required(pattern(USER_RE, "user name")),
-    sshPort: port(22),
-    /** Ray, NCCL and vLLM's rendezvous bind to this address: the fast fabric, not the management network. */
-    fabricIp: required(ipv4()),
-    fabricInterface: required(pattern(IFNAME_RE, "interface name")),
-    rdmaDevices: list(item(RDMA_RE, "RDMA device name")),
-    gpus: positiveInt(),
-    /** none: containers get no GPUs from the engine (CPU-only hosts such as the simulated testbed). */
-    gpuRuntime: withDefault(oneOf(["nvidia", "none"]), "nvidia"),
-    unifiedMemory: bool(false),
-    /** Usually left out: the first node without a role becomes the head. */
-    role: optional(oneOf(["head", "worker"])),
-    /** Extra environment for every project container on this node (e.g. CPU thread binding, NCCL debugging). */
-    env: envMap,
+    rdmaDevices: list(item(RDMA_RE, "RDMA device name")).describe("RDMA devices for NCCL (NCCL_IB_HCA); empty sets NCCL_IB_DISABLE=1."),
+    gpus: positiveInt().describe(
+        "GPUs the node gives the cluster (Ray's --num-gpus; preflight counts them with nvidia-smi on nvidia nodes).",
+    ),
+    gpuRuntime: withDefault(oneOf(["nvidia", "none"]), "nvidia").describe(
+        "nvidia: containers get the host's GPUs from the engine; none: no GPUs from the engine (CPU-only hosts such as the simulated testbed).",
+    ),
+    unifiedMemory: bool(false).describe(
+        "The CPU and the GPU share the host's memory (GB10): memoryGuard's default ceiling and floor apply, and Ray's memory monitor is off.",
+    ),
+    role: optional(oneOf(["head", "worker"])).meta({
+        description: "Usually left out: the first node without a role becomes the head.",
+        across: "exactly one head in the cluster",
+    }),
+    env: envMap.describe("Extra environment for every project container on this node (e.g. CPU thread binding, NCCL debugging)."),
 };
 
 const nodeSchema = section(nodeFields);

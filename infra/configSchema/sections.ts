@@ -30,34 +30,43 @@ const BUILD_ARG_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
  * Image over the node's ssh:// connection) and tagged `image.ref`; the chain then copies it to the other hosts.
  */
 export const imageBuildFields = {
-    /** The build context on the machine running Pulumi: relative to the project directory, or absolute. */
-    context: required(quotablePath()),
-    /** The Dockerfile, relative to the context. */
-    dockerfile: withDefault(quotablePath(), "Dockerfile"),
-    /** Build arguments (`--build-arg`): recorded in the state and the image's history in clear, so never secrets. */
+    context: required(quotablePath()).describe(
+        "The build context on the machine running Pulumi: relative to the project directory, or absolute.",
+    ),
+    dockerfile: withDefault(quotablePath(), "Dockerfile").describe("The Dockerfile, relative to the context."),
     args: z
         .record(
-            z.string().regex(BUILD_ARG_RE, { error: "is not a valid build argument name" }),
-            z.preprocess(scalarText, z.string({ error: "must be a string" })),
+            z
+                .string()
+                .regex(BUILD_ARG_RE, { error: "is not a valid build argument name" })
+                .meta({ rule: `\`${BUILD_ARG_RE.source}\`` }),
+            z.preprocess(scalarText, z.string({ error: "must be a string" })).meta({ rule: "text (numbers and booleans as their text)" }),
             { error: (iss) => (iss.code === "invalid_key" ? iss.issues[0]?.message : "must be a map of build argument names to values") },
         )
-        .default(() => ({})),
+        .default(() => ({}))
+        .describe("Build arguments (`--build-arg`): recorded in the state and the image's history in clear, so never secrets."),
 };
 
 export const imageFields = {
-    ref: required(pattern(IMAGE_REF_RE, "image reference")),
-    /** host: already on `sourceNode` and streamed to the others; local: on the operator's engine; registry: pulled. */
-    source: withDefault(oneOf(["host", "local", "registry"]), "host"),
-    /** Node that already holds the image (source=host only); the head when unset. Checked against the nodes. */
-    sourceNode: optional(string()),
-    /**
-     * chain: hosts load and forward the stream at once (source -> first -> second ...), so N hosts cost about one
-     * copy and no image byte crosses the operator; hosts must reach each other's ssh and allow agent forwarding.
-     * relay: one stream per host through the operator (source=host) or from it (source=local). Unused with registry.
-     */
-    distribution: withDefault(oneOf(["chain", "relay"]), "chain"),
-    /** Build the image on the source node from a Dockerfile instead of finding it there (source=host only). */
-    build: optional(section(imageBuildFields)),
+    ref: required(pattern(IMAGE_REF_RE, "image reference")).describe(
+        "The image every container runs (a digest pins it); each host's containers are made from that host's own image ID.",
+    ),
+    source: withDefault(oneOf(["host", "local", "registry"]), "host").describe(
+        "host: already on `sourceNode` and streamed to the others; local: on the operator's engine; registry: each host pulls it.",
+    ),
+    sourceNode: optional(string()).meta({
+        description: "The node that holds (or builds) the image; the head when unset.",
+        across: "one of nodes[].name; only with source: host",
+    }),
+    distribution: withDefault(oneOf(["chain", "relay"]), "chain").describe(
+        "chain: hosts load and forward the stream at once (source -> first -> second ...), so N hosts cost about one copy and " +
+            "no image byte crosses the operator; hosts must reach each other's ssh and allow agent forwarding. relay: one " +
+            "stream per host through the operator (source: host) or from it (source: local). Unused with registry.",
+    ),
+    build: optional(section(imageBuildFields)).meta({
+        description: "Build the image on the source node from a Dockerfile instead of finding it there.",
+        across: "only with source: host",
+    }),
 };
 
 export const imageSchema = section(imageFields).superRefine((image: unknown, ctx) => {
@@ -74,18 +83,19 @@ export type ImageConfig = z.output<typeof imageSchema>;
 export type ImageSource = ImageConfig["source"];
 
 export const modelFields = {
-    /** The model directory, at the same path on every host; mounted read-only. */
-    hostPath: required(hostDir()),
-    /** Where vLLM sees it; /models/<basename of hostPath> when unset. */
-    containerPath: optional(absPath()),
-    /** The name clients ask for (the API's `model`). */
-    servedName: required(token("served model name")),
-    /**
-     * Node that holds the model directory; it is copied to the other nodes (along a chain, like the image) and the
-     * containers restart when its content changes. Unset: the model is already in place on every host. Checked
-     * against the nodes.
-     */
-    source: optional(string()),
+    hostPath: required(hostDir()).meta({
+        description: "The model directory, at the same path on every host; mounted read-only.",
+        across: "apart from stateDir: neither inside the other",
+    }),
+    containerPath: optional(absPath()).describe("Where vLLM sees the model; /models/<basename of hostPath> when unset."),
+    servedName: required(token("served model name")).describe("The name clients ask for (the API's `model`)."),
+    source: optional(string()).meta({
+        description:
+            "The node that holds the model directory: it is copied to the other nodes along a chain, like the image, and the " +
+            "containers restart when its content changes. Unset: the model is already in place on every host (with hub: " +
+            "the image's source node downloads it).",
+        across: "one of nodes[].name",
+    }),
 };
 
 /** A Hub repository id: `owner/name`, as the Hub spells them. */
@@ -99,16 +109,24 @@ const HUB_REVISION_RE = /^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$/;
  * the secret config key `hfToken`.
  */
 export const hubFields = {
-    repo: required(pattern(HUB_REPO_RE, "Hub repository (owner/name)")),
-    /** Pin a commit hash: a branch or tag moves under a deployed stack. */
-    revision: required(pattern(HUB_REVISION_RE, "revision (a commit hash, or a branch or tag name)")),
-    /** The Hub's address; unset: the client's own default (HF_ENDPOINT in the operator's environment, else the Hub). */
+    repo: required(pattern(HUB_REPO_RE, "Hub repository (owner/name)")).describe(
+        "The model's repository on the Hub; resolved from the operator's machine before any host is changed.",
+    ),
+    revision: required(pattern(HUB_REVISION_RE, "revision (a commit hash, or a branch or tag name)")).describe(
+        "Pin a commit hash: a branch or tag moves under a deployed stack (the policy hub-revision-pinned flags one).",
+    ),
     endpoint: optional(
         pattern(/^https?:\/\/[A-Za-z0-9.-]+(:\d{1,5})?(\/[A-Za-z0-9._~\/-]*)?$/, "Hub endpoint URL (http(s)://host[:port][/path])"),
-    ),
+    ).describe("The Hub's address; unset: the client's own default (HF_ENDPOINT in the operator's environment, else the Hub)."),
 };
 
-export const modelSchema = section({ ...modelFields, hub: optional(section(hubFields)) }).transform((m) => ({
+export const modelSchema = section({
+    ...modelFields,
+    hub: optional(section(hubFields)).describe(
+        "Download the model once, on model.source, from the Hugging Face Hub (huggingface_hub in the cluster's image), then " +
+            "copy it along the model chain; a token is the secret key hfToken.",
+    ),
+}).transform((m) => ({
     hostPath: m.hostPath,
     containerPath: m.containerPath ?? `/models/${path.posix.basename(m.hostPath)}`,
     servedName: m.servedName,
@@ -118,46 +136,56 @@ export const modelSchema = section({ ...modelFields, hub: optional(section(hubFi
 
 export type ModelConfig = z.output<typeof modelSchema>;
 
-/** Read and validated for every backend; only the ray backend uses it (its ports open on the head only). */
+/**
+ * The ports Ray opens are all pinned (Ray picks most at random otherwise), so the port contract, preflight and the
+ * policy pack know every one.
+ */
+const RAY_PORT = "distinct from every other port opened on the same host; outside ray.minWorkerPort..maxWorkerPort";
+const rayPort = (def: number, description: string) => port(def).meta({ description, across: RAY_PORT });
+
+/** Read and validated for every backend; only the ray backend uses it. */
 export const rayFields = {
-    gcsPort: port(6379),
-    dashboardPort: port(8265),
-    clientPort: port(10001),
-    /**
-     * The ports Ray opens on every Ray host besides these, pinned (Ray picks most at random otherwise), so the port
-     * contract, preflight and the policy pack know every one: raylet, object manager, runtime-env agent, dashboard
-     * agent (gRPC and HTTP), metrics export, and the range its worker processes listen in.
-     */
-    nodeManagerPort: port(6380),
-    objectManagerPort: port(6381),
-    runtimeEnvAgentPort: port(6382),
-    dashboardAgentGrpcPort: port(6383),
-    metricsExportPort: port(6384),
-    dashboardAgentPort: port(52365),
-    /** On the head only: the autoscaler's and the dashboard's metrics (Ray's fixed defaults, on every interface). */
-    autoscalerMetricsPort: port(44217),
-    dashboardMetricsPort: port(44227),
-    minWorkerPort: port(10002),
-    maxWorkerPort: port(19999),
-    /** Ray's own floor is 75 MiB; unset lets Ray size the object store from the host's memory. */
-    objectStoreMemoryBytes: int({ min: 78643200 }).optional(),
-    /** How long to wait for every node to join the Ray cluster with its GPUs. */
-    readyTimeoutSeconds: seconds().default(300),
-    /**
-     * token (default): Ray's token authentication (Ray >= 2.52) with a generated secret token on every host, so
-     * nothing without it can submit work to the cluster; disabled: Ray's own default (no authentication).
-     */
-    auth: withDefault(oneOf(["token", "disabled"]), "token"),
+    gcsPort: rayPort(6379, "The head's GCS port, which the workers join."),
+    dashboardPort: rayPort(
+        8265,
+        "The Ray dashboard's port, on the head's loopback only (pulumi stack output rayDashboard: the ssh tunnel).",
+    ),
+    clientPort: rayPort(10001, "The head's Ray client port."),
+    nodeManagerPort: rayPort(6380, "The raylet's port, on every Ray host."),
+    objectManagerPort: rayPort(6381, "The object manager's port, on every Ray host."),
+    runtimeEnvAgentPort: rayPort(6382, "The runtime-env agent's port, on every Ray host."),
+    dashboardAgentGrpcPort: rayPort(6383, "The dashboard agent's gRPC port, on every Ray host."),
+    metricsExportPort: rayPort(6384, "The metrics export port, on every Ray host."),
+    dashboardAgentPort: rayPort(52365, "The dashboard agent's HTTP port, on every Ray host."),
+    autoscalerMetricsPort: rayPort(44217, "The autoscaler's metrics, on the head only (Ray's fixed default, on every interface)."),
+    dashboardMetricsPort: rayPort(44227, "The dashboard's metrics, on the head only (Ray's fixed default, on every interface)."),
+    minWorkerPort: port(10002).meta({
+        description: "The lowest port Ray's worker processes listen on, on every Ray host.",
+        across: "no other port of the host in minWorkerPort..maxWorkerPort",
+    }),
+    maxWorkerPort: port(19999).meta({
+        description: "The highest port Ray's worker processes listen on, on every Ray host.",
+        across: "at least ray.minWorkerPort",
+    }),
+    objectStoreMemoryBytes: int({ min: 78643200 })
+        .optional()
+        .describe("The object store's size in bytes (Ray's own floor is 75 MiB); unset lets Ray size it from the host's memory."),
+    readyTimeoutSeconds: seconds().default(300).describe("How long to wait for every node to join the Ray cluster with its GPUs."),
+    auth: withDefault(oneOf(["token", "disabled"]), "token").describe(
+        "token: Ray's token authentication (Ray >= 2.52) with a generated secret token on every host, so nothing without it " +
+            "can submit work to the cluster (the policy ray-token-auth requires it); disabled: Ray's own default, no authentication.",
+    ),
 };
 
 export const raySchema = optionalSection(section(rayFields));
 
 export type RayConfig = z.output<typeof raySchema>;
 
-/** vLLM's own multi-node (backend: native): rank 0 hosts the rendezvous on the head's fabric IP. */
 export const nativeFields = {
-    /** TCP port rank 0 listens on for the other ranks (vLLM --master-port); on the head host only. */
-    masterPort: port(29500),
+    masterPort: port(29500).meta({
+        description: "The TCP port rank 0 listens on for the other ranks (vLLM's --master-port), on the head only.",
+        across: "distinct from every other port opened on the head",
+    }),
 };
 
 /** Read and validated for every backend; only the native backend uses it. */
@@ -165,39 +193,34 @@ export const nativeSchema = optionalSection(section(nativeFields));
 
 export type NativeConfig = z.output<typeof nativeSchema>;
 
-/**
- * How hosts copy to each other (the image and model chains). The operator's own connections (every ssh, the docker
- * provider) always use the management address (`nodes[].sshHost`).
- */
 export const distributionFields = {
-    /**
-     * fabric (default): a host dials the next host of a chain at its fabric IP (`nodes[].fabricIp`, same ssh port),
-     * the fast link on the target hardware; its host key is still checked against the operator's known_hosts entry
-     * for the node's sshHost. management: at its sshHost, as the operator does.
-     */
-    network: withDefault(oneOf(["fabric", "management"]), "fabric"),
-    /**
-     * How many ssh streams each link of the model chain carries at once, the model's files spread over them (the
-     * largest first, each to the stream with the fewest bytes): one stream's cipher tops out far below the fabric.
-     */
-    modelStreams: int({ min: 1, max: 16 }).default(2),
-    /**
-     * What the image chain sends. missing (default): only the layers that some receiving host lacks (by its layer
-     * chain), the rest of `docker save`'s archive held back on the source; `docker load` verifies every layer it
-     * loads, and each host ends with the source's image ID. all: the whole `docker save`, as a plain save/load.
-     */
-    imageLayers: withDefault(oneOf(["missing", "all"]), "missing"),
+    network: withDefault(oneOf(["fabric", "management"]), "fabric").describe(
+        "fabric: a host dials the next host of a chain at its fabricIp (same ssh port), the fast link on the target; its " +
+            "host key is still checked against the operator's known_hosts entry for the node's sshHost. management: at its " +
+            "sshHost, as the operator does.",
+    ),
+    modelStreams: int({ min: 1, max: 16 })
+        .default(2)
+        .describe(
+            "How many ssh streams each link of the model chain carries at once, the files spread over them (the largest first, " +
+                "each to the stream with the fewest bytes): one stream's cipher tops out far below the fabric.",
+        ),
+    imageLayers: withDefault(oneOf(["missing", "all"]), "missing").describe(
+        "missing: the image chain sends only the layers some receiving host lacks (by its layer chain); `docker load` " +
+            "verifies every layer it loads and each host ends with the source's image ID. all: the whole `docker save`.",
+    ),
 };
 
 export const distributionSchema = optionalSection(section(distributionFields));
 
-/**
- * Files on the machine running Pulumi, handed to ssh (which expands `~`, so they may be relative to home) and to
- * the docker provider's ssh options, where a space or quote would split or break the option.
- */
+/** Paths without spaces or quotes: they go into the docker provider's ssh options, where one would split an option. */
 export const sshSchema = section({
-    privateKeyPath: required(quotablePath()),
-    knownHostsFile: required(quotablePath()),
+    privateKeyPath: required(quotablePath()).describe(
+        "The private key the program logs in with (and, for a chain's hops, forwards in an agent of its own); no passphrase.",
+    ),
+    knownHostsFile: required(quotablePath()).describe(
+        "The only known_hosts file the program trusts: every host key is checked against it (no global file, no ssh_config).",
+    ),
 });
 
 export type SshConfig = z.output<typeof sshSchema>;
@@ -212,17 +235,18 @@ export const MIN_CEILING_BYTES = 64 * 1024 ** 2;
  * falls below a floor: the floor holds even where GPU allocations are not charged to the container's cgroup.
  */
 export const memoryGuardFields = {
-    /**
-     * The ceiling of every container of the program (docker syntax, e.g. 100g; "0": none). Unset: on unifiedMemory
-     * nodes the host's memory less `reserve`, elsewhere none. serve.memoryLimit sets the serve containers' own.
-     */
-    limit: optional(size(MIN_CEILING_BYTES)),
-    /** What the default ceiling of unifiedMemory nodes leaves to the operating system and everything else. */
-    reserve: withDefault(size(0), 8 * 1024 ** 3),
-    /** The floor of the host's MemAvailable (e.g. 4g; "0": no floor). Unset: 4g on unifiedMemory nodes, none elsewhere. */
-    minAvailable: optional(size(0)),
-    /** How often the guard reads the host's MemAvailable. */
-    checkSeconds: int({ min: 1, max: 60 }).default(1),
+    limit: optional(size(MIN_CEILING_BYTES)).describe(
+        "The memory ceiling of every container of the program (0: none). Unset: on unifiedMemory nodes the host's memory " +
+            "less reserve, elsewhere none. serve.memoryLimit sets the serve containers' own.",
+    ),
+    reserve: withDefault(size(0), 8 * 1024 ** 3).describe(
+        "What the default ceiling of unifiedMemory nodes leaves to the operating system and everything else.",
+    ),
+    minAvailable: optional(size(0)).describe(
+        "The floor of the host's MemAvailable below which the guard stops the containers for good (0: no floor). Unset: 4g on " +
+            "unifiedMemory nodes, none elsewhere.",
+    ),
+    checkSeconds: int({ min: 1, max: 60 }).default(1).describe("How often, in seconds, the guard reads the host's MemAvailable."),
 };
 
 export const memoryGuardSchema = optionalSection(section(memoryGuardFields));

@@ -74,63 +74,77 @@ export function managedFlagOf(arg: string): string | undefined {
 }
 
 /** The message names the flag, never the element: it may carry a secret (an API key passed by mistake). */
-const extraArg = item().superRefine((arg, ctx) => {
-    const managed = managedFlagOf(arg);
-    if (managed !== undefined) {
-        const spelled = canonicalFlag(arg);
-        ctx.addIssue({
-            code: "custom",
-            message:
-                spelled === managed || managed.startsWith(`${spelled} `)
-                    ? `${managed} is managed by the program; set it through its own key (value not shown)`
-                    : `${spelled} would set ${managed} (vLLM reads _ as - and takes any unambiguous prefix), which is managed by ` +
-                      "the program; set it through its own key (value not shown)",
-        });
-    }
-});
+const extraArg = item()
+    .superRefine((arg, ctx) => {
+        const managed = managedFlagOf(arg);
+        if (managed !== undefined) {
+            const spelled = canonicalFlag(arg);
+            ctx.addIssue({
+                code: "custom",
+                message:
+                    spelled === managed || managed.startsWith(`${spelled} `)
+                        ? `${managed} is managed by the program; set it through its own key (value not shown)`
+                        : `${spelled} would set ${managed} (vLLM reads _ as - and takes any unambiguous prefix), which is managed by ` +
+                          "the program; set it through its own key (value not shown)",
+            });
+        }
+    })
+    .meta({
+        rule:
+            `a non-empty string; no flag the program manages, however vLLM would read it (_ for -, any unambiguous prefix): ` +
+            `${MANAGED_SERVE_FLAGS.join(", ")}; no --config, no --`,
+    });
 
 /**
- * The API's TLS certificate and its private key, PEM files on the operator's machine (`~/` is the operator's home):
- * the program installs them on the head (the key mode 600 in the node's state directory) and vLLM serves HTTPS.
- * The key file must be readable by its owner only, as ssh insists for its keys.
+ * The API's TLS certificate and its private key, PEM files on the operator's machine: the program installs them on
+ * the head (the key mode 600 in the node's state directory) and vLLM serves HTTPS.
  */
 const tlsFields = {
-    certFile: quotablePath(),
-    keyFile: quotablePath(),
+    certFile: quotablePath().describe("The certificate (chain), a PEM file on the operator's machine; clients must trust it."),
+    keyFile: quotablePath().describe(
+        "Its private key, a PEM file on the operator's machine, readable by its owner only (as ssh insists for its keys).",
+    ),
 };
 
+const TP_PP = "tensorParallelSize x pipelineParallelSize = the GPUs of all nodes (vLLM places one worker per GPU)";
+const PORT_CLASH =
+    "distinct from every other port opened on the head (nodes[].sshPort, the backend's ports); outside " +
+    "ray.minWorkerPort..maxWorkerPort (backend ray)";
+
 export const serveFields = {
-    port: port(8000),
-    /**
-     * The address the API binds to on the head (0.0.0.0: every interface). Off loopback and the head's fabric IP,
-     * the policy pack requires serve.tls: the bearer key would otherwise cross the network in clear.
-     */
-    host: withDefault(ipv4(), "0.0.0.0"),
-    /** HTTPS for the API (see tlsFields); unset: plain HTTP. */
-    tls: section(tlsFields).optional(),
-    /** TP x PP must equal the cluster's GPUs: vLLM places exactly one worker per GPU. */
-    tensorParallelSize: positiveInt(),
-    pipelineParallelSize: positiveInt().default(1),
-    gpuMemoryUtilization: fraction(0.9),
-    maxModelLen: positiveInt().optional(),
-    reasoningParser: optional(token("parser name")),
-    toolCallParser: optional(token("parser name")),
-    enableAutoToolChoice: bool(false),
-    trustRemoteCode: bool(false),
-    loadFormat: optional(token("load format")),
-    /** Further `vllm serve` arguments, for what has no key here; flags the program manages are rejected. */
-    extraArgs: list(extraArg),
-    /** Container /dev/shm size, docker syntax (e.g. 64g); unset keeps the engine default. */
-    shmSize: optional(pattern(SHM_RE, "size (e.g. 64g)")),
-    /** Loading a large model from disk can take many minutes before the API answers. */
-    readyTimeoutSeconds: seconds().default(1800),
-    /**
-     * Restarts of a server that fails before it becomes healthy, then its container stays stopped; counted on the
-     * host's disk, so an engine restart or a reboot in the middle of a crash loop does not start the count again.
-     */
-    maxRestarts: int({ min: 0, max: 100 }).default(3),
-    /** The serve containers' own memory ceiling (docker syntax, e.g. 100g); unset: memoryGuard's. */
-    memoryLimit: optional(size(64 * 1024 ** 2)),
+    port: port(8000).meta({ description: "The API's port on the head.", across: PORT_CLASH }),
+    host: withDefault(ipv4(), "0.0.0.0").describe(
+        "The address the API binds to on the head (0.0.0.0: every interface); off loopback and the head's fabric IP the " +
+            "policy pack requires serve.tls, since the bearer key would otherwise cross the network in clear.",
+    ),
+    tls: section(tlsFields)
+        .optional()
+        .describe("HTTPS for the API: the program installs the files on the head and vLLM serves HTTPS; unset: plain HTTP."),
+    tensorParallelSize: positiveInt().meta({ description: "vLLM's --tensor-parallel-size.", across: TP_PP }),
+    pipelineParallelSize: positiveInt().default(1).meta({ description: "vLLM's --pipeline-parallel-size.", across: TP_PP }),
+    gpuMemoryUtilization: fraction(0.9).describe(
+        "vLLM's --gpu-memory-utilization: the share of the GPU's memory vLLM may take (the policy pack bounds it).",
+    ),
+    maxModelLen: positiveInt().optional().describe("vLLM's --max-model-len; unset: the model's own."),
+    reasoningParser: optional(token("parser name")).describe("vLLM's --reasoning-parser."),
+    toolCallParser: optional(token("parser name")).describe("vLLM's --tool-call-parser."),
+    enableAutoToolChoice: bool(false).meta({ description: "vLLM's --enable-auto-tool-choice.", across: "requires serve.toolCallParser" }),
+    trustRemoteCode: bool(false).describe("vLLM's --trust-remote-code: run the model repository's own Python code."),
+    loadFormat: optional(token("load format")).describe("vLLM's --load-format."),
+    extraArgs: list(extraArg).describe("Further `vllm serve` arguments, for what has no key here, each element one argument."),
+    shmSize: optional(pattern(SHM_RE, "size (e.g. 64g)")).describe(
+        "The containers' /dev/shm size, docker syntax; unset keeps the engine's default.",
+    ),
+    readyTimeoutSeconds: seconds()
+        .default(1800)
+        .describe("How long `up` waits for the API to answer a chat completion: loading a large model can take many minutes."),
+    maxRestarts: int({ min: 0, max: 100 })
+        .default(3)
+        .describe(
+            "Restarts of a server that fails before it becomes healthy, then its container stays stopped; counted on the host's " +
+                "disk, so an engine restart or a reboot in the middle of a crash loop does not start the count again.",
+        ),
+    memoryLimit: optional(size(64 * 1024 ** 2)).describe("The serve containers' own memory ceiling; unset: memoryGuard's."),
 };
 
 export const serveSchema = section(serveFields).superRefine((serve: unknown, ctx) => {

@@ -2,7 +2,7 @@
  * Faults on the simulated hosts through the real engine (`npm run test:faults`, tests/faults/run.sh): the `local`
  * stack (Ray backend, real vLLM) is deployed once, then each test breaks one thing the way it breaks in the field
  * and checks what the program does about it. Each test records one row (fault, expected, observed) in
- * $VCL_FAULTS_RESULTS for the README's table.
+ * $VCL_FAULTS_RESULTS for the table of docs/faults.md.
  */
 import * as fs from "fs";
 import * as os from "os";
@@ -95,7 +95,7 @@ function errorsOf(r: OpResult): string {
         .join("\n");
 }
 
-/** The first line of `text` matching `re`, trimmed and shortened for a README row. */
+/** The first line of `text` matching `re`, trimmed and shortened for a table row. */
 function lineOf(text: string, re: RegExp): string {
     return (
         text

@@ -1,21 +1,30 @@
 #!/usr/bin/env node
+// @ts-check
 /**
- * The README's Faults table, generated from the fault suite's own results.
+ * The Faults table of docs/faults.md, generated from the fault suite's own results.
  *
- *   node tests/faults/report.js ROWS JEST_JSON   the rows the suite recorded ($VCL_FAULTS_RESULTS) and jest's JSON
- *                                                report of the same run: writes tests/faults/results.json and the
- *                                                table in README.md (tests/faults/run.sh runs it after the suite)
- *   node tests/faults/report.js                  rewrites the README's table from the committed results.json only
+ *   node tests/faults/report.js ROWS JEST_JSON OUT   the rows the suite recorded ($VCL_FAULTS_RESULTS) and jest's JSON
+ *                                                    report of the same run: writes the run's results to OUT and
+ *                                                    prints the table (tests/faults/run.sh runs it after the suite)
+ *
+ * The page's table is rendered from the committed tests/faults/results.json by `npm run docs`; a run's OUT becomes
+ * that file with `npm run docs -- --accept DIR`.
  */
 "use strict";
 const fs = require("fs");
 const path = require("path");
-const { block, cell, markers, write } = require("../lib/readmeBlock");
+const { block, cell, markers } = require("../lib/docBlock");
 
 const RESULTS = path.join(__dirname, "results.json");
+const PAGE = "docs/faults.md";
 const MARKERS = markers("faults-table", "tests/faults/report.js", "tests/faults/results.json");
 
-/** The block: how many of the suite's tests passed in the run, then one row per fault. */
+/**
+ * @typedef {{ fault: string, expected: string, observed: string, seconds: number }} Row
+ * @typedef {{ generated: string, tests: { total: number, passed: number, failed: number }, rows: Row[] }} Results
+ */
+
+/** The block: how many of the suite's tests passed in the run, then one row per fault. @param {Results} results */
 function render(results) {
     const t = results.tests;
     const verdict =
@@ -29,7 +38,10 @@ function render(results) {
     ]);
 }
 
-/** results.json from the rows and jest's report: counts of the suite's tests. */
+/**
+ * The run's results from the rows and jest's report: counts of the suite's tests.
+ * @param {Row[]} rows @param {{ testResults?: { assertionResults?: { status: string }[] }[] }} report @returns {Results}
+ */
 function collect(rows, report) {
     const all = (report.testResults ?? []).flatMap((f) => f.assertionResults ?? []);
     return {
@@ -43,20 +55,23 @@ function collect(rows, report) {
     };
 }
 
+/** The block this generator owns, from the committed results (setup/docs.js). */
+function blocks() {
+    return [{ page: PAGE, markers: MARKERS, text: render(JSON.parse(fs.readFileSync(RESULTS, "utf8"))) }];
+}
+
+/** @param {string[]} argv */
 function main(argv) {
-    if (argv.length === 2) {
-        const rows = JSON.parse(fs.readFileSync(argv[0], "utf8"));
-        const results = collect(rows, JSON.parse(fs.readFileSync(argv[1], "utf8")));
-        fs.writeFileSync(RESULTS, JSON.stringify(results, null, 2) + "\n");
-    } else if (argv.length !== 0) {
-        console.error("usage: node tests/faults/report.js [ROWS_JSON JEST_JSON]");
+    if (argv.length !== 3) {
+        console.error("usage: node tests/faults/report.js ROWS_JSON JEST_JSON OUT_JSON");
         return 2;
     }
-    const results = JSON.parse(fs.readFileSync(RESULTS, "utf8"));
-    write([[MARKERS, render(results)]]);
+    const results = collect(JSON.parse(fs.readFileSync(argv[0], "utf8")), JSON.parse(fs.readFileSync(argv[1], "utf8")));
+    fs.mkdirSync(path.dirname(argv[2]), { recursive: true });
+    fs.writeFileSync(argv[2], JSON.stringify(results, null, 2) + "\n");
     console.log(render(results).split("\n").slice(3, -3).join("\n"));
     return 0;
 }
 
-module.exports = { render, collect, MARKERS };
+module.exports = { render, collect, blocks, MARKERS, PAGE };
 if (require.main === module) process.exitCode = main(process.argv.slice(2));

@@ -248,7 +248,7 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
                     return !private_ && !claimed.has(port) && !(port >= lo && port <= hi);
                 })
                 .map(({ at, who }) => `${at} (${who})`);
-            // The one known gap (README, "What crosses which network": open): on the head, the tensor-parallel rank 0
+            // The one known gap (docs/security.md, "What crosses which network": open): on the head, the tensor-parallel rank 0
             // (a Ray worker process) holds torch.distributed's store, which PyTorch binds on every interface at a port
             // vLLM picks at random. Exactly that one, nothing else, on the head only.
             const known = n.name === hosts.cfg.head.name ? stray.filter((s) => /^\*:\d+ \(ray::RayWorkerP\)$/.test(s)) : [];

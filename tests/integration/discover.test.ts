@@ -1,8 +1,9 @@
 /**
- * Discovery on the simulated hosts, as README "From two bare Sparks" runs it: pin the host keys (the command
- * discovery prints, after comparing the fingerprints with the hosts' own key files), discover spark-1 and spark-2,
- * review the file, preview, up. Then the refusals on real hosts: a changed host key, an extra interface on the
- * fabric, a second shared subnet, an unreachable host; each writes nothing. Run by tests/integration/run.sh.
+ * Discovery on the simulated hosts, as the README's "From two bare Sparks" and docs/deploy.md run it: pin the host
+ * keys (the command discovery prints, after comparing the fingerprints with the hosts' own key files), discover
+ * spark-1 and spark-2, review the file, preview, up. Then the refusals on real hosts: a changed host key, an extra
+ * interface on the fabric, a second shared subnet, an unreachable host; each writes nothing. Run by
+ * tests/integration/run.sh.
  */
 import { spawnSync } from "child_process";
 import * as fs from "fs";
@@ -31,7 +32,7 @@ interface Discovery {
     err: string;
 }
 
-/** `npm run discover -- ARGS`, as the README prints it (node directly: npm would add its own lines). */
+/** `npm run discover -- ARGS`, as the README and docs/deploy.md print it (node directly: npm would add its own lines). */
 function discover(args: string[], out: string, identity = IDENTITY): Discovery {
     const r = spawnSync(
         "node",

@@ -1,11 +1,14 @@
 #!/usr/bin/env node
+// @ts-check
 /**
- * The README's Security table, generated from the tests' own results.
+ * The Security table of docs/security.md, generated from the tests' own results.
  *
  *   node tests/security/report.js RESULTS_DIR   reads the jest JSON reports in RESULTS_DIR (the unit, policy and
- *                                               integration runs write them), writes tests/security/results.json
- *                                               and the table in README.md
- *   node tests/security/report.js --render      rewrites the README's table from the committed results.json only
+ *                                               integration runs write them) and writes the run's results to
+ *                                               RESULTS_DIR/security/results.json (never into the tree)
+ *
+ * The page's table is rendered from the committed tests/security/results.json by `npm run docs`; a run's results
+ * become that file with `npm run docs -- --accept RESULTS_DIR`.
  *
  * tests/security/threats.json lists each threat, its defense and the tests that show it (a test file and a name that
  * the test's full name contains). A threat's last result is "passed" only when every named test ran and passed; a
@@ -15,16 +18,24 @@
 const fs = require("fs");
 const path = require("path");
 
-const ROOT = path.join(__dirname, "..", "..");
 const THREATS = path.join(__dirname, "threats.json");
 const RESULTS = path.join(__dirname, "results.json");
-const README = path.join(ROOT, "README.md");
-const { cell, markers, replace } = require("../lib/readmeBlock");
+const PAGE = "docs/security.md";
+const { block, cell, markers } = require("../lib/docBlock");
 
-const { start: START, end: END } = markers("security-table", "tests/security/report.js", "tests/security/results.json");
+const MARKERS = markers("security-table", "tests/security/report.js", "tests/security/results.json");
 
-/** The assertions of jest JSON reports: file (its path in the report), full name, status. */
+/**
+ * @typedef {{ file: string, name: string }} TestRef
+ * @typedef {{ threat: string, defense: string, tests: TestRef[] }} Threat
+ * @typedef {{ file: string, name: string, status: string }} Assertion
+ * @typedef {{ threat: string, defense: string, tests: (TestRef & { assertions: number, status: string })[], status: string }} Row
+ * @typedef {{ generated: string, passed: number, rows: Row[] }} Results
+ */
+
+/** The assertions of jest JSON reports: file (its path in the report), full name, status. @param {string} dir */
 function assertions(dir) {
+    /** @type {Assertion[]} */
     const out = [];
     for (const f of fs.readdirSync(dir).filter((x) => x.endsWith(".json"))) {
         const report = JSON.parse(fs.readFileSync(path.join(dir, f), "utf8"));
@@ -37,7 +48,10 @@ function assertions(dir) {
     return out;
 }
 
-/** Each threat with the results of its tests and its own: passed, failed, or not run. */
+/**
+ * Each threat with the results of its tests and its own: passed, failed, or not run.
+ * @param {Threat[]} threats @param {Assertion[]} seen @returns {Row[]}
+ */
 function evaluate(threats, seen) {
     return threats.map((t) => {
         const tests = t.tests.map((ref) => {
@@ -62,47 +76,40 @@ function evaluate(threats, seen) {
     });
 }
 
-/** The Markdown table of results.json, between the README's markers. */
+/** The Markdown table of results.json, between the page's markers. @param {Results} results */
 function render(results) {
     const rows = results.rows.map((r) => {
         const shown = r.tests.map((t) => `\`${t.file}\`: ${t.name} (${t.assertions} ${t.assertions === 1 ? "test" : "tests"})`).join("; ");
         const last = r.status === "passed" ? "passed" : `**${r.status}**`;
         return `| ${cell(r.threat)} | ${cell(r.defense)} | ${cell(shown)} | ${last} |`;
     });
-    return [
-        START,
-        "",
+    return block(MARKERS, [
         `Last results: the run of ${results.generated} (${results.passed} of ${results.rows.length} threats shown passing).`,
         "",
         "| Threat | Defense | Shown by | Last result |",
         "| --- | --- | --- | --- |",
         ...rows,
-        "",
-        END,
-    ].join("\n");
+    ]);
 }
 
-/** README.md with its Security table replaced. */
-function withTable(readme, table) {
-    return replace(readme, { start: START, end: END }, table);
+/** The block this generator owns, from the committed results (setup/docs.js). */
+function blocks() {
+    return [{ page: PAGE, markers: MARKERS, text: render(JSON.parse(fs.readFileSync(RESULTS, "utf8"))) }];
 }
 
+/** @param {string[]} argv */
 function main(argv) {
-    if (argv[0] === "--render") {
-        fs.writeFileSync(README, withTable(fs.readFileSync(README, "utf8"), render(JSON.parse(fs.readFileSync(RESULTS, "utf8")))));
-        return 0;
-    }
     const dir = argv[0];
-    if (!dir || !fs.existsSync(dir)) {
-        console.error("usage: node tests/security/report.js RESULTS_DIR | --render");
+    if (argv.length !== 1 || !fs.existsSync(dir)) {
+        console.error("usage: node tests/security/report.js RESULTS_DIR");
         return 2;
     }
     const threats = JSON.parse(fs.readFileSync(THREATS, "utf8"));
     const rows = evaluate(threats, assertions(dir));
     const unmatched = rows.flatMap((r) => r.tests.filter((t) => t.assertions === 0).map((t) => `${t.file}: ${t.name}`));
     const results = { generated: new Date().toISOString().slice(0, 10), passed: rows.filter((r) => r.status === "passed").length, rows };
-    fs.writeFileSync(RESULTS, JSON.stringify(results, null, 2) + "\n");
-    fs.writeFileSync(README, withTable(fs.readFileSync(README, "utf8"), render(results)));
+    fs.mkdirSync(path.join(dir, "security"), { recursive: true });
+    fs.writeFileSync(path.join(dir, "security", "results.json"), JSON.stringify(results, null, 2) + "\n");
     for (const r of rows) console.log(`${r.status.padEnd(8)} ${r.threat.slice(0, 100)}`);
     if (unmatched.length > 0) {
         console.error(`security table: no result for ${unmatched.length} named test(s):\n  ${unmatched.join("\n  ")}`);
@@ -111,5 +118,5 @@ function main(argv) {
     return rows.every((r) => r.status === "passed") ? 0 : 1;
 }
 
-module.exports = { evaluate, render, withTable, START, END };
+module.exports = { evaluate, render, blocks, MARKERS, PAGE };
 if (require.main === module) process.exitCode = main(process.argv.slice(2));

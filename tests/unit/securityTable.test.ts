@@ -1,6 +1,7 @@
 /**
- * The README's Security table is generated (tests/security/report.js) from results.json, which a full `npm test`
- * writes from the tests' own reports: the README must match it, and every test it names must exist.
+ * docs/security.md's Security table is generated (tests/security/report.js) from the committed results.json, which
+ * `npm run docs -- --accept DIR` takes from a full `npm test`'s results: the page must match it, results.json must
+ * cover threats.json, and every test it names must exist.
  */
 import * as fs from "fs";
 import * as path from "path";
@@ -9,8 +10,11 @@ import * as path from "path";
 const report = require("../security/report.js") as {
     evaluate: (threats: Threat[], seen: { file: string; name: string; status: string }[]) => Row[];
     render: (results: { generated: string; passed: number; rows: Row[] }) => string;
-    withTable: (readme: string, table: string) => string;
+    MARKERS: { start: string; end: string };
+    PAGE: string;
 };
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const docBlock = require("../lib/docBlock.js") as { current: (text: string, m: { start: string; end: string }, page: string) => string };
 
 interface Threat {
     threat: string;
@@ -30,9 +34,9 @@ const results = JSON.parse(fs.readFileSync(path.join(ROOT, "tests/security/resul
     rows: Row[];
 };
 
-test("the README's Security table is exactly what results.json renders", () => {
-    const readme = fs.readFileSync(path.join(ROOT, "README.md"), "utf8");
-    expect(report.withTable(readme, report.render(results))).toBe(readme);
+test("docs/security.md's Security table is exactly what results.json renders", () => {
+    const page = fs.readFileSync(path.join(ROOT, report.PAGE), "utf8");
+    expect(docBlock.current(page, report.MARKERS, report.PAGE)).toBe(report.render(results));
 });
 
 test("results.json covers every threat of threats.json, with the same tests and a result for each", () => {

@@ -1,7 +1,7 @@
 /**
- * Who gets which secret, on which runner, behind which approval: the trust model of .github/workflows (README,
- * "GitOps"), read from the workflow files themselves, and setup/gitops/ssh-setup.sh run for real with a throwaway
- * key in a temporary HOME and RUNNER_TEMP.
+ * Who gets which secret, on which runner, behind which approval: the trust model of .github/workflows
+ * (docs/gitops.md), read from the workflow files themselves, and setup/gitops/ssh-setup.sh run for real with a
+ * throwaway key in a temporary HOME and RUNNER_TEMP.
  *
  *  - A pull request's code (every job of a pull_request workflow) runs on GitHub-hosted runners only, never on the
  *    persistent self-hosted runner, and never with SSH_PRIVATE_KEY.
