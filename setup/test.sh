@@ -10,8 +10,8 @@
 # "N passed, N failed" counting stages. The Pulumi source archives come from --sources DIR, VCL_PULUMI_SOURCES,
 # or ../shared/pulumi-sources (setup/toolchain.sh looks next to the repository and next to its local origin).
 #
-# Every stage writes its results under $VCL_RESULTS_DIR (default ${TMPDIR:-/tmp}/vllm-cluster-results), never into
-# the tree; the last stage checks that the tree is as the run found it. The run's own record is
+# Every stage writes its results under $VCL_RESULTS_DIR (default: a new ${TMPDIR:-/tmp}/vllm-cluster-results/run-*
+# for each run), never into the tree; the last stage checks that the tree is as the run found it. The run's own record is
 # $VCL_RESULTS_DIR/suite.json (each stage's time, budget and result, the machine, what was cached); the docs' figures
 # come from committed copies, which `npm run docs -- --accept $VCL_RESULTS_DIR` replaces with this run's.
 set -uo pipefail
@@ -41,8 +41,18 @@ declare -a summary=()
 t_all=$SECONDS
 
 # Each jest run also writes its results where the Security table's generator reads them (tests/security/report.js).
-export VCL_RESULTS_DIR="${VCL_RESULTS_DIR:-${TMPDIR:-/tmp}/vllm-cluster-results}"
-rm -rf "$VCL_RESULTS_DIR" && mkdir -p "$VCL_RESULTS_DIR"
+# A run of its own, unless the caller names one (then emptied first): two runs at once (a full one and a --fast one)
+# never delete each other's results. `latest` points at the newest run.
+if [[ -z ${VCL_RESULTS_DIR:-} ]]; then
+  base="${TMPDIR:-/tmp}/vllm-cluster-results"
+  mkdir -p "$base" && chmod 700 "$base"
+  VCL_RESULTS_DIR=$(mktemp -d "$base/run-$(date +%Y%m%d-%H%M%S)-XXXX")
+  ln -sfn "$VCL_RESULTS_DIR" "$base/latest"
+else
+  rm -rf "$VCL_RESULTS_DIR" && mkdir -p "$VCL_RESULTS_DIR"
+fi
+export VCL_RESULTS_DIR
+echo "npm test: results in $VCL_RESULTS_DIR"
 stages_tsv="$VCL_RESULTS_DIR/stages.tsv"
 : >"$stages_tsv"
 touch "$VCL_RESULTS_DIR/.started" # what the run built into the caches is newer than this
