@@ -33,10 +33,11 @@ const RUN_CONFIG_FIELDS = ["Env", "Cmd", "Entrypoint", "WorkingDir", "User", "La
 /**
  * `docker image inspect --format` for an image's facts: its ID, then what it is on any engine's image store: its
  * layer DiffIDs in order, its platform and its run config. `index` reads fields that one engine's API leaves out
- * and another renders empty, and `with` prints both as nothing.
+ * and another renders empty, and `with` prints both as nothing. An image on the containerd store whose content is
+ * incomplete (a layer's blob missing) has no layers there: its facts say `null`, never the source's.
  */
 export const IMAGE_FACTS_FORMAT =
-    "{{.Id}} {{json .RootFS.Layers}} {{.Architecture}}/{{.Os}}" +
+    `{{.Id}} {{with index . "RootFS"}}{{json (index . "Layers")}}{{else}}null{{end}} {{.Architecture}}/{{.Os}}` +
     `{{with index . "Config"}}${RUN_CONFIG_FIELDS.map((f) => ` ${f}={{with index . "${f}"}}{{json .}}{{end}}`).join("")}{{end}}`;
 
 /** The image's layer DiffIDs, bottom first (`docker image inspect`'s RootFS.Layers). */
