@@ -157,7 +157,10 @@ export function imageEnsureScript(origin: ImageOrigin, dst: SshTarget, dstNode: 
             `[ -n "$want" ] || fail ${q(`source image not present on ${srcName}`)}`,
             `if ! same "$have" "$want"; then`,
             `  echo ${q(`streaming ${ref} from ${srcName} to node ${dstNode}`)} >&2`,
-            `  ${dockerOn(src, ["save", ref], true)} | ${dockerOn(dst, ["load"], true)} >&2 || fail ${q(`docker save | docker load from ${srcName} failed`)}`,
+            `  loaded=$(${dockerOn(src, ["save", ref], true)} | ${dockerOn(dst, ["load"], true)} 2>&1) || { printf '%s\\n' "$loaded" >&2; fail ${q(`docker save | docker load from ${srcName} failed`)}; }`,
+            `  printf '%s\\n' "$loaded" >&2`,
+            // the containerd store's load exits 0 keeping an image it could not unpack, from which no container starts
+            `  case "$loaded" in *"Error unpacking image"*) ${dockerOn(dst, ["image", "rm", ref])} >/dev/null 2>&1; fail "Docker could not unpack the image it loaded (removed it again)";; esac`,
             `  have=$(dst_facts) || fail "cannot inspect the host's images"`,
             `  [ -n "$have" ] || fail "not present after docker load"`,
             `  same "$have" "$want" || fail "holds $have after docker load, not the source's image $want"`,

@@ -167,7 +167,7 @@ async function converge(s: State): Promise<State> {
         // a host whose images changed between the plan and its load lacks a layer that was held back; the next
         // up plans again from what the hosts hold then
         const heldBack =
-            plan.holdBack.length > 0 && /(layer\.tar|blobs\/sha256\/[0-9a-f]{64}): no such file/.test(r.stderr)
+            plan.holdBack.length > 0 && /(layer\.tar|blobs\/sha256\/[0-9a-f]{64}): no such file|failed to get reader from content store/.test(r.stderr)
                 ? " (a layer held back was not on the host: run up again)"
                 : "";
         throw new Error(
