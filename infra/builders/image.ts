@@ -43,6 +43,15 @@ export const IMAGE_FACTS_FORMAT =
 /** The image's layer DiffIDs, bottom first (`docker image inspect`'s RootFS.Layers). */
 export const LAYERS_FORMAT = "{{json .RootFS.Layers}}";
 
+/**
+ * Whether Docker of this server version (`docker version`'s) saves the OCI layout, each layer a blob named by its
+ * digest (25 and later), rather than `<id>/layer.tar` files. An unknown version counts as the older layout.
+ */
+export function savesOciLayout(serverVersion: string): boolean {
+    const major = /^v?(\d+)\./.exec(serverVersion.trim());
+    return major !== null && Number(major[1]) >= 25;
+}
+
 /** The engine's storage, from `docker info --format`: the containerd image store names its snapshotter here. */
 export const DRIVER_STATUS_FORMAT = "{{json .DriverStatus}}";
 

@@ -1,5 +1,15 @@
 import * as pulumi from "@pulumi/pulumi";
-import { LAYERS_FORMAT, dockerOn, imageInspectScript, layersToHoldBack, parseImageFacts, sameImage } from "../builders/image";
+import {
+    DRIVER_STATUS_FORMAT,
+    LAYERS_FORMAT,
+    dockerOn,
+    imageInspectScript,
+    isContainerdStore,
+    layersToHoldBack,
+    parseImageFacts,
+    sameImage,
+    savesOciLayout,
+} from "../builders/image";
 import { ChainSource, chainCopyScript } from "../builders/imageChain";
 import type { SshTarget } from "../builders/ssh";
 import { lastLine, runBash, tail } from "./bash";
@@ -108,6 +118,22 @@ async function holdBackFor(s: State, needy: ChainMember[]): Promise<{ holdBack: 
     const layers = (JSON.parse(lastLine(out)) as string[] | null) ?? [];
     const held = await Promise.all(needy.map(heldLayers));
     const holdBack = layersToHoldBack(layers, held);
+    if (holdBack.length > 0) {
+        // An archive of Docker before 25 names each layer by a file (`<id>/layer.tar`): the containerd store's load
+        // needs every such file to know the layer's blob ("failed to resolve layers: layer ... not found").
+        const stores = await Promise.all(
+            needy.map((m) => docker(m.target, ["info", "--format", DRIVER_STATUS_FORMAT], `docker info on node ${m.node}`)),
+        );
+        const version = stores.some(isContainerdStore)
+            ? lastLine(await docker(src, ["version", "--format", "{{.Server.Version}}"], `docker version on ${sourceName(s.source)}`))
+            : "";
+        if (version !== "" && !savesOciLayout(version)) {
+            return {
+                holdBack: [],
+                sent: `whole image (Docker ${version} on ${sourceName(s.source)} saves layers as files, which a containerd-store host's load cannot do without)`,
+            };
+        }
+    }
     const kept = new Set(holdBack);
     return { holdBack, sent: `${layers.filter((d) => !kept.has(d)).length} of ${layers.length} layers` };
 }
@@ -167,7 +193,8 @@ async function converge(s: State): Promise<State> {
         // a host whose images changed between the plan and its load lacks a layer that was held back; the next
         // up plans again from what the hosts hold then
         const heldBack =
-            plan.holdBack.length > 0 && /(layer\.tar|blobs\/sha256\/[0-9a-f]{64}): no such file|failed to get reader from content store/.test(r.stderr)
+            plan.holdBack.length > 0 &&
+            /(layer\.tar|blobs\/sha256\/[0-9a-f]{64}): no such file|failed to get reader from content store/.test(r.stderr)
                 ? " (a layer held back was not on the host: run up again)"
                 : "";
         throw new Error(

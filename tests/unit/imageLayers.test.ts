@@ -8,7 +8,7 @@ import { createHash } from "crypto";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
-import { chainIds, layersToHoldBack } from "../../infra/builders/image";
+import { chainIds, layersToHoldBack, savesOciLayout } from "../../infra/builders/image";
 import { imageEnds } from "../../infra/builders/imageChain";
 import { SCRIPTS_DIR } from "../../infra/builders/remoteStep";
 
@@ -38,6 +38,11 @@ describe("chain IDs and the layers held back", () => {
         expect(layersToHoldBack([a, b, a], [[[a, b]]])).toEqual([b]);
         // a host with no image at all: the whole image
         expect(layersToHoldBack([a, b], [[]])).toEqual([]);
+    });
+
+    test("Docker saves layers as blobs named by digest from 25 on, as <id>/layer.tar files before", () => {
+        expect(["28.5.2", "25.0.0", "v27.1.1", "29.0.0-rc.1"].map(savesOciLayout)).toEqual([true, true, true, true]);
+        expect(["20.10.24+dfsg1", "24.0.9", "", "unknown"].map(savesOciLayout)).toEqual([false, false, false, false]);
     });
 
     test("the chain ships the filter only when it holds something back", () => {
