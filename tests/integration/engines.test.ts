@@ -227,7 +227,7 @@ describe("layers on Docker 28 (small images made on spark-2)", () => {
 
         const r = await hosts.on(
             head,
-            ["sh", "-c", `set -o pipefail; docker save ${UPD} | python3 ${LAYERS_PY} ${diffIds[0]} | tar -tv`],
+            ["bash", "-c", `set -o pipefail; docker save ${UPD} | python3 ${LAYERS_PY} ${diffIds[0]} | tar -tv`],
             300_000,
         );
         expect(r.code).toBe(0);
