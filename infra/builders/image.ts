@@ -33,14 +33,24 @@ const RUN_CONFIG_FIELDS = ["Env", "Cmd", "Entrypoint", "WorkingDir", "User", "La
 /**
  * `docker image inspect --format` for an image's facts: its ID, then what it is on any engine's image store: its
  * layer DiffIDs in order, its platform and its run config. `index` reads fields that one engine's API leaves out
- * and another renders empty, and `with` prints both as nothing.
+ * and another renders empty, and `with` prints both as nothing. An image on the containerd store whose content is
+ * incomplete (a layer's blob missing) has no layers there: its facts say `null`, never the source's.
  */
 export const IMAGE_FACTS_FORMAT =
-    "{{.Id}} {{json .RootFS.Layers}} {{.Architecture}}/{{.Os}}" +
+    `{{.Id}} {{with index . "RootFS"}}{{json (index . "Layers")}}{{else}}null{{end}} {{.Architecture}}/{{.Os}}` +
     `{{with index . "Config"}}${RUN_CONFIG_FIELDS.map((f) => ` ${f}={{with index . "${f}"}}{{json .}}{{end}}`).join("")}{{end}}`;
 
 /** The image's layer DiffIDs, bottom first (`docker image inspect`'s RootFS.Layers). */
 export const LAYERS_FORMAT = "{{json .RootFS.Layers}}";
+
+/**
+ * Whether Docker of this server version (`docker version`'s) saves the OCI layout, each layer a blob named by its
+ * digest (25 and later), rather than `<id>/layer.tar` files. An unknown version counts as the older layout.
+ */
+export function savesOciLayout(serverVersion: string): boolean {
+    const major = /^v?(\d+)\./.exec(serverVersion.trim());
+    return major !== null && Number(major[1]) >= 25;
+}
 
 /** The engine's storage, from `docker info --format`: the containerd image store names its snapshotter here. */
 export const DRIVER_STATUS_FORMAT = "{{json .DriverStatus}}";
@@ -156,7 +166,10 @@ export function imageEnsureScript(origin: ImageOrigin, dst: SshTarget, dstNode: 
             `[ -n "$want" ] || fail ${q(`source image not present on ${srcName}`)}`,
             `if ! same "$have" "$want"; then`,
             `  echo ${q(`streaming ${ref} from ${srcName} to node ${dstNode}`)} >&2`,
-            `  ${dockerOn(src, ["save", ref], true)} | ${dockerOn(dst, ["load"], true)} >&2 || fail ${q(`docker save | docker load from ${srcName} failed`)}`,
+            `  loaded=$(${dockerOn(src, ["save", ref], true)} | ${dockerOn(dst, ["load"], true)} 2>&1) || { printf '%s\\n' "$loaded" >&2; fail ${q(`docker save | docker load from ${srcName} failed`)}; }`,
+            `  printf '%s\\n' "$loaded" >&2`,
+            // the containerd store's load exits 0 keeping an image it could not unpack, from which no container starts
+            `  case "$loaded" in *"Error unpacking image"*) ${dockerOn(dst, ["image", "rm", ref])} >/dev/null 2>&1; fail "Docker could not unpack the image it loaded (removed it again)";; esac`,
             `  have=$(dst_facts) || fail "cannot inspect the host's images"`,
             `  [ -n "$have" ] || fail "not present after docker load"`,
             `  same "$have" "$want" || fail "holds $have after docker load, not the source's image $want"`,

@@ -8,6 +8,7 @@ import {
     layersToHoldBack,
     parseImageFacts,
     sameImage,
+    savesOciLayout,
 } from "../builders/image";
 import { ChainSource, chainCopyScript } from "../builders/imageChain";
 import type { SshTarget } from "../builders/ssh";
@@ -84,27 +85,29 @@ async function docker(target: SshTarget | "local", args: string[], what: string)
     return r.stdout;
 }
 
-/** Every layer list of every image on a member (for the layer chains it holds), and whether its store is containerd's. */
-async function heldLayers(m: ChainMember): Promise<{ images: string[][]; containerd: boolean }> {
+/**
+ * Every layer list of every image on a member (for the layer chains it holds). An image on the containerd store whose
+ * content is incomplete lists no layers, so it vouches for none.
+ */
+async function heldLayers(m: ChainMember): Promise<string[][]> {
     const where = `node ${m.node}`;
-    const info = await docker(m.target, ["info", "--format", DRIVER_STATUS_FORMAT], `docker info on ${where}`);
     const ids = [...new Set((await docker(m.target, ["image", "ls", "-aq", "--no-trunc"], `listing images on ${where}`)).split(/\s+/))];
     const present = ids.filter((i) => i !== "");
     const lists =
         present.length === 0
             ? ""
             : await docker(m.target, ["image", "inspect", "--format", LAYERS_FORMAT, ...present], `inspecting images on ${where}`);
-    const images = lists
+    return lists
         .split("\n")
         .filter((l) => l.trim() !== "")
         .map((l) => (JSON.parse(l) as string[] | null) ?? []);
-    return { images, containerd: isContainerdStore(info) };
 }
 
 /**
- * The layers of the image that need not travel to `needy` (layersToHoldBack), with what is said of the copy. A
- * member on the containerd image store gets the whole image: its `docker load` imports blobs into a content store
- * of its own, whose handling of a layer left out is not established here.
+ * The layers of the image that need not travel to `needy` (layersToHoldBack), with what is said of the copy. Members
+ * on either store take a stream without them: the classic store's `docker load` looks each layer up by its chain ID
+ * before it opens the layer's file, the containerd store's imports what the stream has and unpacks a layer only
+ * where its snapshot (by chain ID) is missing (docs/engines.md).
  */
 async function holdBackFor(s: State, needy: ChainMember[]): Promise<{ holdBack: string[]; sent: string }> {
     if ((s.layers ?? "missing") === "all") {
@@ -114,15 +117,39 @@ async function holdBackFor(s: State, needy: ChainMember[]): Promise<{ holdBack: 
     const out = await docker(src, ["image", "inspect", "--format", LAYERS_FORMAT, s.ref], `inspecting ${s.ref} on ${sourceName(s.source)}`);
     const layers = (JSON.parse(lastLine(out)) as string[] | null) ?? [];
     const held = await Promise.all(needy.map(heldLayers));
-    if (held.some((h) => h.containerd)) {
-        return { holdBack: [], sent: "whole image (a member uses the containerd image store)" };
+    const holdBack = layersToHoldBack(layers, held);
+    if (holdBack.length > 0) {
+        // An archive of Docker before 25 names each layer by a file (`<id>/layer.tar`): the containerd store's load
+        // needs every such file to know the layer's blob ("failed to resolve layers: layer ... not found").
+        const stores = await Promise.all(
+            needy.map((m) => docker(m.target, ["info", "--format", DRIVER_STATUS_FORMAT], `docker info on node ${m.node}`)),
+        );
+        const version = stores.some(isContainerdStore)
+            ? lastLine(await docker(src, ["version", "--format", "{{.Server.Version}}"], `docker version on ${sourceName(s.source)}`))
+            : "";
+        if (version !== "" && !savesOciLayout(version)) {
+            return {
+                holdBack: [],
+                sent: `whole image (Docker ${version} on ${sourceName(s.source)} saves layers as files, which a containerd-store host's load cannot do without)`,
+            };
+        }
     }
-    const holdBack = layersToHoldBack(
-        layers,
-        held.map((h) => h.images),
-    );
     const kept = new Set(holdBack);
     return { holdBack, sent: `${layers.filter((d) => !kept.has(d)).length} of ${layers.length} layers` };
+}
+
+/**
+ * Whether `ref` on the member lists no layers: on the containerd store, an image whose content is incomplete (a
+ * layer's blob missing) is listed, runs, and shows neither layers nor platform.
+ */
+async function withoutLayers(m: ChainMember, ref: string): Promise<boolean> {
+    const r = await runBash(dockerOn(m.target, ["image", "inspect", "--format", LAYERS_FORMAT, ref]));
+    return r.code === 0 && ["null", "[]"].includes(lastLine(r.stdout).trim());
+}
+
+async function filterAsync<T>(xs: T[], pred: (x: T) => Promise<boolean>): Promise<T[]> {
+    const keep = await Promise.all(xs.map(pred));
+    return xs.filter((_, i) => keep[i]);
 }
 
 /** Streams the image along the chain of members that lack it; fails naming every member still without it. */
@@ -136,10 +163,22 @@ async function converge(s: State): Promise<State> {
         return { ...s, ...seen, copied: [], sent: "" };
     }
     const plan = await holdBackFor(s, needy);
-    const r = await runBash(chainCopyScript(s.source, s.ref, await hopsOf(needy), needy[0].target, plan.holdBack));
+    let r = await runBash(chainCopyScript(s.source, s.ref, await hopsOf(needy), needy[0].target, plan.holdBack));
     // only the hosts streamed to are looked at again (one ssh each)
-    const now = await Promise.all(needy.map((m) => inspect(m.target, s.ref, `node ${m.node}`)));
-    const after = seenOf(seen.sourceImage, { ...seen.images, ...Object.fromEntries(needy.map((m, i) => [m.node, now[i]])) });
+    const look = async (ms: ChainMember[]) =>
+        Object.fromEntries(await Promise.all(ms.map(async (m) => [m.node, await inspect(m.target, s.ref, `node ${m.node}`)])));
+    let after = seenOf(seen.sourceImage, { ...seen.images, ...(await look(needy)) });
+    const others = needy.filter((m) => after.images[m.node] !== "" && !sameImage(after.images[m.node], after.sourceImage));
+    const incomplete = plan.holdBack.length > 0 ? await filterAsync(others, (m) => withoutLayers(m, s.ref)) : [];
+    if (incomplete.length > 0) {
+        // The containerd store's load takes a stream without a layer's blob, and ends with the image listed but
+        // without its layers when its content store holds that layer under another blob digest (one copy gzipped,
+        // the other not): the image runs, but it is incomplete. Those hosts get the whole image, once.
+        const again = await runBash(chainCopyScript(s.source, s.ref, await hopsOf(incomplete), incomplete[0].target));
+        r = { ...again, code: r.code || again.code, stderr: `${r.stderr}\n${again.stderr}` };
+        after = seenOf(seen.sourceImage, { ...after.images, ...(await look(incomplete)) });
+        plan.sent += `, then the whole image to node ${incomplete.map((m) => m.node).join(", ")} (a layer held back was not in its containerd store as the blob the image names)`;
+    }
     const other = needy.filter((m) => after.images[m.node] !== "" && !sameImage(after.images[m.node], after.sourceImage));
     if (other.length > 0) {
         // never a pass: a host that holds another image under the reference after the copy
@@ -154,7 +193,8 @@ async function converge(s: State): Promise<State> {
         // a host whose images changed between the plan and its load lacks a layer that was held back; the next
         // up plans again from what the hosts hold then
         const heldBack =
-            plan.holdBack.length > 0 && /layer\.tar: no such file/.test(r.stderr)
+            plan.holdBack.length > 0 &&
+            /(layer\.tar|blobs\/sha256\/[0-9a-f]{64}): no such file|failed to get reader from content store/.test(r.stderr)
                 ? " (a layer held back was not on the host: run up again)"
                 : "";
         throw new Error(

@@ -18,4 +18,20 @@ save() {
     fi
     docker save "$what" | python3 -c "$image_layers_py" "$arg" "$d"
 }
-load() { docker load; }
+# Docker 28 on the containerd image store: `docker load` exits 0 and keeps an image that it could not unpack (a layer
+# that fails its DiffID, or whose blob and snapshot are both missing), and no container can start from it. Such an
+# image is removed again, so the host lacks it and the copy fails naming why.
+load() {
+    local out rc=0 img
+    out=$(docker load 2>&1) || rc=$?
+    printf '%s\n' "$out"
+    case "$out" in
+    *"Error unpacking image"*)
+        printf '%s\n' "$out" | sed -n 's/^Loaded image: //p; s/^Loaded image ID: //p' | while read -r img; do
+            docker image rm "$img" >/dev/null 2>&1 && echo "removed $img: Docker could not unpack it"
+        done
+        return 1
+        ;;
+    esac
+    return "$rc"
+}

@@ -9,7 +9,7 @@
 #   sudo bash tests/integration/run.sh           every file
 #   sudo bash tests/integration/run.sh ray       the backend-ray file only (cluster.test.ts); under npm test
 #                                                (VCL_HANDOFF set) it hands its serving cluster to the fault suite
-#   sudo bash tests/integration/run.sh others    every other file (native, scale, the chain agent)
+#   sudo bash tests/integration/run.sh others    every other file (native, scale, the chain agent, Docker 28 engines)
 #
 # Other arguments go to jest.
 set -uo pipefail

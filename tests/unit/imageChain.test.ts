@@ -57,6 +57,7 @@ afterEach(() => {
     delete process.env.CHAIN_TEST_DIR;
     delete process.env.CHAIN_TEST_FAIL_LOAD;
     delete process.env.CHAIN_TEST_ALTER_LOAD;
+    delete process.env.CHAIN_TEST_UNPACK_ERROR;
     fs.rmSync(dir, { recursive: true, force: true });
 });
 
@@ -241,18 +242,36 @@ describe("image identity across storage backends (a host marked as on the contai
         expect([absent.status, absent.stdout]).toEqual([0, ""]);
     });
 
-    test("the chain skips a containerd-store host that holds the image under its own ID, fills one that lacks it, and sends it whole", async () => {
+    test("the chain skips a containerd-store host that holds the image under its own ID and fills one that lacks it", async () => {
         fs.copyFileSync(image(target(1)), image(target(2)));
         onContainerd(2);
         onContainerd(3);
         const r = await imageChainProvider.create!(inputs([2, 3, 4]));
         const outs = r.outs as { sourceId: string; imageIds: Record<string, string>; copied: string[]; sent: string };
         expect(outs.copied).toEqual(["spark-3", "spark-4"]);
-        expect(outs.sent).toBe("whole image (a member uses the containerd image store)");
+        // what spark-3 and spark-4 hold decides what travels, whatever their stores: here they hold nothing
+        expect(outs.sent).toBe("1 of 1 layers");
         expect(outs.imageIds["spark-3"]).not.toBe(outs.sourceId);
         expect(outs.imageIds["spark-4"]).toBe(outs.sourceId);
         // and the next run finds nothing to do: no re-send on every up
         expect((await imageChainProvider.diff!("id", r.outs, inputs([2, 3, 4]))).changes).toBe(false);
+    });
+
+    test("a containerd-store load that keeps an image it could not unpack: the image is removed and the copy fails naming the host", async () => {
+        // Docker 28's `docker load` exits 0 there, and the image's facts are the source's: only its output says so
+        process.env.CHAIN_TEST_UNPACK_ERROR = target(3).host;
+        onContainerd(3);
+        await expect(imageChainProvider.create!(inputs([2, 3]))).rejects.toThrow(
+            /image img:1 from node spark-1: not on node spark-3 after the chain copy of 1 of 1 layers \(exit 1\):[\s\S]*\[spark-3\] Error unpacking image img:1: .*wrong diff id[\s\S]*\[spark-3\] removed img:1: Docker could not unpack it/,
+        );
+        expect(fs.existsSync(image(target(3)))).toBe(false);
+        expect(fs.existsSync(image(target(2)))).toBe(true);
+        // the per-host check (relay) does the same
+        const ensure = imageEnsureScript({ kind: "host", node: "spark-1", target: target(1) }, target(3), "spark-3", "img:1");
+        const relay = spawnSync("bash", ["-c", ensure], { env: { ...process.env }, encoding: "utf8" });
+        expect(relay.status).toBe(1);
+        expect(relay.stderr).toContain("image img:1 on node spark-3: Docker could not unpack the image it loaded (removed it again)");
+        expect(fs.existsSync(image(target(3)))).toBe(false);
     });
 
     test("a host that holds another image after the copy is an error naming it, never a pass", async () => {

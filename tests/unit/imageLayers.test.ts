@@ -8,7 +8,7 @@ import { createHash } from "crypto";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
-import { chainIds, layersToHoldBack } from "../../infra/builders/image";
+import { chainIds, layersToHoldBack, savesOciLayout } from "../../infra/builders/image";
 import { imageEnds } from "../../infra/builders/imageChain";
 import { SCRIPTS_DIR } from "../../infra/builders/remoteStep";
 
@@ -38,6 +38,11 @@ describe("chain IDs and the layers held back", () => {
         expect(layersToHoldBack([a, b, a], [[[a, b]]])).toEqual([b]);
         // a host with no image at all: the whole image
         expect(layersToHoldBack([a, b], [[]])).toEqual([]);
+    });
+
+    test("Docker saves layers as blobs named by digest from 25 on, as <id>/layer.tar files before", () => {
+        expect(["28.5.2", "25.0.0", "v27.1.1", "29.0.0-rc.1"].map(savesOciLayout)).toEqual([true, true, true, true]);
+        expect(["20.10.24+dfsg1", "24.0.9", "", "unknown"].map(savesOciLayout)).toEqual([false, false, false, false]);
     });
 
     test("the chain ships the filter only when it holds something back", () => {
@@ -118,6 +123,58 @@ describe("image_layers.py on a docker save archive", () => {
         // (Buffer.equals: jest's deep equality walks 3 MiB byte by byte)
         expect(Buffer.isBuffer(got["1111/layer.tar"]) && base.equals(got["1111/layer.tar"])).toBe(true);
         expect(got[`blobs/sha256/${sha(blob).slice(7)}`]).toEqual(blob);
+    });
+
+    /**
+     * An archive as the containerd image store saves it (OCI layout, blobs sorted by name): a layer it got
+     * uncompressed (named by its DiffID), layers it keeps gzipped (named by their compressed digest, two members in
+     * one of them, as concatenated gzip streams are), a config, and a blob that looks like gzip and is not.
+     */
+    function ociArchive() {
+        const src = path.join(dir, "oci");
+        const plain = Buffer.alloc(2 << 20, 4);
+        const kept = Buffer.concat([Buffer.alloc(3 << 20, 0), Buffer.alloc(1000, 5)]); // 3 MiB of zeros: gzip's best ratio
+        const fresh = Buffer.alloc(6000, 6);
+        const gz = (b: Buffer) => execFileSync("gzip", ["-c", "-n"], { input: b, maxBuffer: 64 << 20 });
+        const keptGz = Buffer.concat([gz(kept.subarray(0, 1 << 20)), gz(kept.subarray(1 << 20))]);
+        const freshGz = gz(fresh);
+        const notGzip = Buffer.concat([Buffer.from([0x1f, 0x8b]), Buffer.alloc(500, 7)]);
+        const config = Buffer.from('{"rootfs":{"type":"layers"}}');
+        const blobs = [plain, keptGz, freshGz, notGzip, config];
+        for (const b of blobs) {
+            fs.mkdirSync(path.join(src, "blobs", "sha256"), { recursive: true });
+            fs.writeFileSync(path.join(src, "blobs", "sha256", sha(b).slice(7)), b);
+        }
+        fs.writeFileSync(path.join(src, "index.json"), "{}");
+        const tar = execFileSync("tar", ["-C", src, "--sort=name", "-cf", "-", "blobs", "index.json"], { maxBuffer: 64 << 20 });
+        return { tar, plain, kept, keptGz, fresh, freshGz, notGzip, config };
+    }
+
+    test("OCI layout: an uncompressed layer is held back by its name, a gzipped one by its decompressed content", () => {
+        const a = ociArchive();
+        const r = filter(a.tar, [sha(a.plain), sha(a.kept), sha(a.notGzip.subarray(2))].join(","));
+        expect(r.stderr.toString()).toMatch(/sent 2 layer\(s\), \d+ bytes; held back 2 the receiving hosts have/);
+        expect(r.status).toBe(0);
+        const got = entries(r.stdout);
+        const blob = (b: Buffer) => `blobs/sha256/${sha(b).slice(7)}`;
+        expect(Object.keys(got).sort()).toEqual([blob(a.config), blob(a.freshGz), blob(a.notGzip), "index.json"].sort());
+        expect(got[blob(a.freshGz)]).toEqual(a.freshGz);
+        // a blob that does not decompress is never held back: it travels as it is
+        expect(got[blob(a.notGzip)]).toEqual(a.notGzip);
+        expect(fs.readdirSync(dir).sort()).toEqual(["oci", "out"]);
+    });
+
+    test("OCI layout: a gzipped layer not in SKIP travels unchanged; with SKIP empty every blob passes", () => {
+        const a = ociArchive();
+        const some = filter(a.tar, sha(a.plain));
+        expect(some.status).toBe(0);
+        const got = entries(some.stdout);
+        expect(got[`blobs/sha256/${sha(a.keptGz).slice(7)}`]).toEqual(a.keptGz);
+        expect(got[`blobs/sha256/${sha(a.plain).slice(7)}`]).toBeUndefined();
+        fs.rmSync(path.join(dir, "out"), { recursive: true });
+        const none = filter(a.tar, "");
+        expect(none.status).toBe(0);
+        expect(Object.keys(entries(none.stdout))).toHaveLength(6);
     });
 
     test("a save stream cut short fails, and a SKIP that is not a digest is named", () => {
