@@ -14,9 +14,19 @@ const { spawnSync, spawn } = require("child_process");
 const fs = require("fs");
 const os = require("os");
 const path = require("path");
-const yaml = require("js-yaml");
-const { DiscoveryError, parseProbe, nodeName, chooseFabric, checkHosts, hostProblem } = require("./discovery");
-const { renderStack } = require("./discoveryStack");
+const YAML = require("yaml");
+const {
+    DiscoveryError,
+    printable,
+    parseAddr,
+    parseProbe,
+    probeProblems,
+    nodeName,
+    chooseFabric,
+    checkHosts,
+    hostProblem,
+} = require("./discovery");
+const { writeStack } = require("./discoveryStack");
 
 const ROOT = path.join(__dirname, "..");
 const PROBE = path.join(ROOT, "infra", "scripts", "discover_probe.sh");
@@ -101,8 +111,8 @@ function parseArgs(argv) {
     }
     if (o.targets.length === 0) refuse(`no hosts given\n\n${USAGE}`);
     if (!/^[A-Za-z0-9_.-]+$/.test(o.stack)) refuse(`--stack ${o.stack}: a stack name is letters, digits, _ . and -`);
-    if (o.fabric !== undefined && !/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/.test(o.fabric))
-        refuse(`--fabric ${o.fabric}: expected a subnet such as 192.168.200.0/24`);
+    if (o.fabric !== undefined && parseAddr("", o.fabric) === undefined)
+        refuse(`--fabric ${printable(o.fabric)}: expected a subnet such as 192.168.200.0/24`);
     return o;
 }
 
@@ -243,7 +253,9 @@ async function main(argv) {
     mustRead(o.template, "--template");
     if (fs.existsSync(out) && !o.force) refuse(`${out} exists: nothing was changed (--force replaces it)`);
     const templateText = fs.readFileSync(o.template, "utf8");
-    const tcfg = /** @type {{ config?: Record<string, any> }} */ (yaml.load(templateText) ?? {}).config ?? {};
+    const tdoc = YAML.parseDocument(templateText);
+    if (tdoc.errors.length) refuse(`--template ${o.template}: not a YAML stack file: ${tdoc.errors[0].message}`);
+    const tcfg = /** @type {{ config?: Record<string, any> }} */ (tdoc.toJS() ?? {}).config ?? {};
     const modelPath = o.modelPath ?? tcfg["vllm-cluster:model"]?.hostPath;
 
     const unknown = unknownHosts(o.targets, o.knownHosts);
@@ -257,6 +269,8 @@ async function main(argv) {
         target,
         probe: parseProbe(/** @type {PromiseFulfilledResult<string>} */ (results[i]).value),
     }));
+    const lies = probeProblems(hosts);
+    if (lies.length) refuse(`what a host reported is not what such a fact may be (a broken or hostile host):\n${lies.join("\n")}`);
     const names = hosts.map((h) => h.target.name ?? nodeName(h.probe.hostname));
     const problems = hosts.flatMap((h, i) => {
         const p = hostProblem(h);
@@ -279,10 +293,7 @@ async function main(argv) {
     );
     if (unreached.flat().length) refuse(`the hosts do not reach each other on the fabric:\n${unreached.flat().join("\n")}`);
 
-    /** @type {{ name?: string, env?: Record<string, unknown> }[]} */
-    const templateNodes = Array.isArray(tcfg["vllm-cluster:nodes"]) ? tcfg["vllm-cluster:nodes"] : [];
-    const templateEnv = Object.fromEntries(templateNodes.filter((n) => n?.name && n.env).map((n) => [n.name, n.env]));
-    const text = renderStack({
+    writeStack(out, {
         command: `npm run discover -- ${argv.join(" ")}`,
         hosts,
         names,
@@ -290,15 +301,10 @@ async function main(argv) {
         fabric: addrs,
         templatePath: o.template,
         templateText,
-        templateEnv,
         identity: o.identity,
         knownHosts: o.knownHosts,
         modelPath: o.modelPath,
     });
-    yaml.load(text); // a file that does not parse is never written
-    const tmp = `${out}.${process.pid}.tmp`;
-    fs.writeFileSync(tmp, text, { mode: 0o644 });
-    fs.renameSync(tmp, out);
     console.log(
         `wrote ${out.startsWith(process.cwd() + path.sep) ? path.relative(process.cwd(), out) : out}: ${hosts.length} nodes, fabric ${subnet}, head ${names[0]}`,
     );
@@ -313,7 +319,8 @@ async function main(argv) {
 
 main(process.argv.slice(2)).catch((e) => {
     if (e instanceof DiscoveryError) {
-        console.error(`discover: ${e.message}\nNothing was written.`);
+        // messages quote what hosts said (ssh's last line, a peer a host could not reach): printable, line by line
+        console.error(`discover: ${e.message.split("\n").map(printable).join("\n")}\nNothing was written.`);
         process.exit(2);
     }
     console.error(e);

@@ -14,10 +14,46 @@ class DiscoveryError extends Error {}
  * @typedef {{ hostname: string, user: string, home: string, reached: string, arch: string, cpus: number,
  *   cpu: string, memKib: number, gpus: Gpu[], nvidiaSmi: string, docker: { ok: boolean, version?: string,
  *   runtimes: string[], error?: string }, disk?: { path: string, freeBytes: number }, addrs: Addr[],
- *   rdma: { device: string, netdev: string }[] }} Probe
+ *   rdma: { device: string, netdev: string }[], problems: string[] }} Probe
  * @typedef {{ user: string, host: string, port: number, name?: string, spec: string }} Target
  * @typedef {{ target: Target, probe: Probe }} Host
  */
+
+/**
+ * What a host says is text from a machine that may lie. Control characters (C0, DEL, C1 with NEL), the line and
+ * paragraph separators (line breaks to YAML 1.1 and go-yaml, which Pulumi reads stack files with), the characters
+ * that reorder text on screen (bidi controls) and any other format, private-use or unassigned code point become a
+ * visible escape (`\x0d`, `\u2028`), so a value can neither end a comment in the stack file nor hide text in a
+ * terminal. Every string the probe prints passes through this before it is used or shown.
+ * @param {string} s
+ */
+function printable(s) {
+    return s.replace(/[\p{Cc}\p{Cf}\p{Co}\p{Cn}\p{Zl}\p{Zp}]/gu, (c) => {
+        const n = /** @type {number} */ (c.codePointAt(0));
+        return n <= 0xff ? `\\x${n.toString(16).padStart(2, "0")}` : `\\u{${n.toString(16)}}`;
+    });
+}
+
+/** What the names a probe reports may be (the stack schema's own rules where the name becomes a setting). */
+const NAME_RULES = {
+    // RFC 1123 labels (and `_`, which Linux allows), at most 253 characters
+    hostname: /^(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*$/,
+    // a network interface (infra/configSchema/nodes.ts: fabricInterface): 15 characters at most (IFNAMSIZ)
+    interface: /^(?!\.{1,2}$)[A-Za-z0-9_.:-]{1,15}$/,
+    // an RDMA device (nodes.ts: rdmaDevices)
+    rdma: /^[A-Za-z0-9_.:-]{1,64}$/,
+    // a Docker runtime name as dockerd's config takes it (runc, nvidia, io.containerd.runc.v2, sysbox-runc)
+    runtime: /^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$/,
+    // uname -m
+    arch: /^[A-Za-z0-9_]{1,32}$/,
+    count: /^[0-9]{1,15}$/,
+};
+
+/** Dotted quad, each part 0-255 in decimal without a leading zero (no hex, octal, spaces or fifth part). */
+const IPV4_RE = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
+
+/** @param {string} ip */
+const isIPv4 = (ip) => IPV4_RE.test(ip);
 
 /** @param {string} ip @returns {number} */
 function ipToInt(ip) {
@@ -29,15 +65,25 @@ function intToIp(n) {
     return [24, 16, 8, 0].map((s) => Math.floor(n / 2 ** s) % 256).join(".");
 }
 
-/** "10.232.0.11/24" -> its address, prefix and subnet ("10.232.0.0/24"). @param {string} ifname @param {string} cidr */
+/**
+ * "10.232.0.11/24" -> its address, prefix and subnet ("10.232.0.0/24"); undefined unless it is exactly an IPv4
+ * address and a prefix of 0 to 32 in decimal. @param {string} ifname @param {string} cidr @returns {Addr | undefined}
+ */
 function parseAddr(ifname, cidr) {
-    const [ip, p] = cidr.split("/");
-    const prefix = Number(p ?? 32);
+    const m = /^([0-9.]+)\/(3[0-2]|[12]?[0-9])$/.exec(cidr);
+    if (!m || !isIPv4(m[1])) return undefined;
+    const [, ip, p] = m;
+    const prefix = Number(p);
     const size = 2 ** (32 - prefix);
     return { ifname, ip, prefix, subnet: `${intToIp(Math.floor(ipToInt(ip) / size) * size)}/${prefix}` };
 }
 
-/** The probe's TAB-separated facts. @param {string} text @returns {Probe} */
+/**
+ * The probe's TAB-separated facts, every string reduced to printable text (printable). A fact that breaks the rule
+ * of what it names (a host name, an interface, an address, a runtime, a count) is not taken: it is listed in
+ * `problems`, naming the fact and the value as printable text, and discovery refuses the host (probeProblems).
+ * @param {string} text @returns {Probe}
+ */
 function parseProbe(text) {
     /** @type {Probe} */
     const p = {
@@ -54,26 +100,41 @@ function parseProbe(text) {
         docker: { ok: false, runtimes: [], error: "the probe printed no Docker line" },
         addrs: [],
         rdma: [],
+        problems: [],
     };
+    /** @param {string} fact @param {string} value @param {string} rule */
+    const bad = (fact, value, rule) => p.problems.push(`${fact} "${value}" is not ${rule}`);
+    /** Takes `value` when it matches `re`, else records the problem and gives undefined. @param {string} fact @param {string} value @param {RegExp} re @param {string} rule */
+    const named = (fact, value, re, rule) => (re.test(value) ? value : (bad(fact, value, rule), undefined));
+    /** @param {string} fact @param {string} value */
+    const count = (fact, value) => Number(named(fact, value, NAME_RULES.count, "a whole number") ?? 0);
     for (const line of text.split("\n")) {
-        const [key, ...f] = line.split("\t");
+        const [key, ...f] = line.split("\t").map(printable);
         switch (key) {
             case "hostname":
+                p.hostname = named("hostname", f[0] ?? "", NAME_RULES.hostname, "a host name (letters, digits, - _ and .)") ?? "";
+                break;
+            case "reached":
+                p.reached = f[0] && !isIPv4(f[0]) ? (bad("reached", f[0], "an IPv4 address"), "") : (f[0] ?? "");
+                break;
+            case "arch":
+                p.arch = named("arch", f[0] ?? "", NAME_RULES.arch, "a machine architecture (uname -m)") ?? "";
+                break;
             case "user":
             case "home":
-            case "reached":
-            case "arch":
             case "cpu":
                 p[key] = f[0] ?? "";
                 break;
             case "cpus":
-                p.cpus = Number(f[0]);
+                p.cpus = count("cpus", f[0] ?? "");
                 break;
             case "mem_kib":
-                p.memKib = Number(f[0]);
+                p.memKib = count("mem_kib", f[0] ?? "");
                 break;
             case "gpu":
-                p.gpus.push({ index: f[0], name: f[1] ?? "", memory: f[2] ?? "" });
+                if (named("gpu index", f[0] ?? "", NAME_RULES.count, "a GPU index") !== undefined) {
+                    p.gpus.push({ index: f[0], name: f[1] ?? "", memory: f[2] ?? "" });
+                }
                 break;
             case "nvidia_smi":
                 p.nvidiaSmi = f.join(": ");
@@ -81,21 +142,54 @@ function parseProbe(text) {
             case "docker":
                 p.docker =
                     f[0] === "ok"
-                        ? { ok: true, version: f[1], runtimes: Object.keys(safeJson(f[2]) ?? {}) }
+                        ? dockerOk(f[1] ?? "", line.split("\t")[3] ?? "", bad)
                         : { ok: false, runtimes: [], error: f.slice(1).join(" ") };
                 break;
             case "disk":
-                p.disk = { path: f[0], freeBytes: Number(f[1]) };
+                p.disk = { path: f[0] ?? "", freeBytes: count("disk free bytes", f[1] ?? "") };
                 break;
-            case "addr":
-                p.addrs.push(parseAddr(f[0], f[1]));
+            case "addr": {
+                const ifname = named("interface", f[0] ?? "", NAME_RULES.interface, "a network interface name");
+                const a = parseAddr(ifname ?? "", f[1] ?? "");
+                if (a === undefined) bad(`address of ${f[0]}`, f[1] ?? "", "an IPv4 address with a prefix length (a.b.c.d/n)");
+                else if (ifname !== undefined) p.addrs.push(a);
                 break;
-            case "rdma":
-                p.rdma.push({ device: f[0], netdev: f[1] });
+            }
+            case "rdma": {
+                const device = named("RDMA device", f[0] ?? "", NAME_RULES.rdma, "an RDMA device name");
+                const netdev = named("RDMA network interface", f[1] ?? "", NAME_RULES.interface, "a network interface name");
+                if (device !== undefined && netdev !== undefined) p.rdma.push({ device, netdev });
                 break;
+            }
         }
     }
     return p;
+}
+
+/**
+ * `docker ok VERSION RUNTIMES_JSON`: the runtimes are the keys of dockerd's JSON, decoded from the raw text (so an
+ * escaped line break in a key is a real one, and breaks the rule of a runtime name).
+ * @param {string} version @param {string} json @param {(fact: string, value: string, rule: string) => void} bad
+ * @returns {Probe["docker"]}
+ */
+function dockerOk(version, json, bad) {
+    const parsed = safeJson(json);
+    if (parsed === undefined || typeof parsed !== "object" || Array.isArray(parsed)) {
+        bad("docker runtimes", printable(json), "a JSON object of runtimes");
+        return { ok: true, version, runtimes: [] };
+    }
+    const runtimes = Object.keys(parsed).map(printable);
+    for (const r of runtimes.filter((r) => !NAME_RULES.runtime.test(r))) bad("docker runtime", r, "a runtime name");
+    return { ok: true, version, runtimes: runtimes.filter((r) => NAME_RULES.runtime.test(r)) };
+}
+
+/**
+ * What a host's probe said that breaks the rule of what it names, one line each naming the host (as the operator
+ * gave it) and the fact. Discovery refuses every host with one: such a host is broken or lies.
+ * @param {Host[]} hosts @returns {string[]}
+ */
+function probeProblems(hosts) {
+    return hosts.flatMap((h) => h.probe.problems.map((m) => `${h.target.spec}: its probe says ${m}`));
 }
 
 /** @param {string | undefined} s @returns {Record<string, unknown> | undefined} */
@@ -154,7 +248,10 @@ function chooseFabric(hosts, names, opts = {}) {
             .join(", ")})`;
     let subnet;
     if (opts.fabric !== undefined) {
-        const wanted = opts.fabric.includes("/") ? parseAddr("", opts.fabric).subnet : opts.fabric;
+        const wanted = parseAddr("", opts.fabric)?.subnet;
+        if (wanted === undefined) {
+            throw new DiscoveryError(`--fabric ${printable(opts.fabric)}: expected a subnet such as 192.168.200.0/24`);
+        }
         if (!shared.includes(wanted)) {
             throw new DiscoveryError(
                 `--fabric ${opts.fabric}: not a subnet every host has an address on; ` +
@@ -263,4 +360,15 @@ function hostProblem(h) {
     return undefined;
 }
 
-module.exports = { DiscoveryError, parseProbe, parseAddr, nodeName, chooseFabric, checkHosts, hostProblem };
+module.exports = {
+    DiscoveryError,
+    printable,
+    isIPv4,
+    parseProbe,
+    parseAddr,
+    probeProblems,
+    nodeName,
+    chooseFabric,
+    checkHosts,
+    hostProblem,
+};

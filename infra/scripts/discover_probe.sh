@@ -11,7 +11,8 @@ model_path="${1:-}"
 sysfs="${VCL_PROBE_SYSFS:-/sys}" # another root only for the probe's own tests
 
 fact() { local IFS=$'\t'; printf '%s\n' "$*"; }
-oneline() { tr '\n\t' '  ' | cut -c1-300; }
+# one line of printable text (discover.js reduces every field to printable text again: a host may lie)
+oneline() { tr '\n\t' '  ' | LC_ALL=C tr -d '[:cntrl:]' | cut -c1-300; }
 
 fact hostname "$(hostname)"
 fact user "$(id -un)"
