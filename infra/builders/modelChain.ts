@@ -20,6 +20,13 @@ import { ChainEnds, ChainHop, chainAgentScript, chainEnds, hopSsh } from "./chai
 import { RemoteStep, remoteStepCommand } from "./remoteStep";
 import type { SshTarget } from "./ssh";
 
+/**
+ * The exit code of a chain copy that a host refused (model_lib.bash's REFUSED): a member that is not a regular file,
+ * a name outside the model directory, a link in the way on a member host, or a link on the source that leads outside.
+ * It fails the copy whatever the manifests say afterwards: the stream was not what the source sends.
+ */
+export const CHAIN_REFUSED = 3;
+
 /** The first line a manifest script prints when the model directory is not there. */
 const ABSENT = "absent";
 

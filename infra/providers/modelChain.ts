@@ -1,6 +1,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import {
     ALL_FILES,
+    CHAIN_REFUSED,
     Manifest,
     fileBatches,
     filesToSend,
@@ -90,7 +91,8 @@ async function copy(s: State, files: string[] | typeof ALL_FILES, receivers: Cha
         const results = await Promise.all(
             shares.map((share) => runBash(modelChainCopyScript(s.source.target, s.hostPath, batch, hops, receivers[0].target, share))),
         );
-        const failed = results.find((r) => r.code !== 0);
+        // a refusal says the most: it is what the error shows when several streams failed
+        const failed = results.find((r) => r.code === CHAIN_REFUSED) ?? results.find((r) => r.code !== 0);
         if (failed) {
             return failed;
         }
@@ -142,6 +144,9 @@ async function converge(s: State): Promise<State> {
         needy.map((m) => m.seen),
     );
     const failed = early ? await early : receivers.length > 0 ? await copy(s, files, receivers) : undefined;
+    if (failed?.code === CHAIN_REFUSED) {
+        throw new Error(`${where} from node ${s.source.node}: the chain copy was refused (exit ${failed.code}):\n${tail(failed.stderr)}`);
+    }
     // only the members that differed are looked at again (one ssh each), every file listed from disk; a file hashed
     // as it landed and untouched since is not hashed again
     const now = new Map(await Promise.all(needy.map(async (m) => [m.node, await manifestOf(s.hostPath, m, true)] as const)));

@@ -16,7 +16,7 @@
 # off port 22). The next host's key is checked against those lines only, under that name whichever address is
 # dialled (HostKeyAlias), with the key from the forwarded agent. `tee -p` keeps feeding the rest of the
 # chain if this host's load fails, and this host's load going on if the rest fails; the operator then verifies
-# what every host holds.
+# what every host holds. A load's own exit code comes back along the chain (model_lib.bash's REFUSED: a member refused).
 set -uo pipefail
 self=$1 ends=$2 arg64=$3 mode=$4 what=$5
 shift 5
@@ -57,5 +57,5 @@ fwd=$?
 wait "$loading"
 rc=$?
 sed "s/^/[$what] /" "$d/load.log" >&2
-if [ "$rc" -ne 0 ]; then echo "$load_name failed on node $what (exit $rc)" >&2; exit 1; fi
+if [ "$rc" -ne 0 ]; then echo "$load_name failed on node $what (exit $rc)" >&2; exit "$rc"; fi
 exit "$fwd"

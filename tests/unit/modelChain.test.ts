@@ -119,7 +119,7 @@ test("the scripts are valid bash; the file list travels base64 in the command li
     expect(script).toContain(Buffer.from("config.json\0a b\0").toString("base64"));
     // the argument: this stream's share (stream 0 of 1 by default), then the directory
     expect(modelEnds(HOST_PATH)).toEqual({
-        script: expect.stringContaining('tar -C "$arg" -chf - --null -T') as string,
+        script: expect.stringContaining('tar -C "$arg" -chf - --hard-dereference --null -T') as string,
         arg: `0/1\n${HOST_PATH}`,
     });
     expect(modelEnds(HOST_PATH, { index: 2, count: 4 }).arg).toBe(`2/4\n${HOST_PATH}`);
