@@ -3,22 +3,34 @@
 
     python3 hub_download.py REPO COMMIT DEST      (the token, possibly empty, on stdin; never argv or environment)
 
-The client finds the files (model_info), their URLs, headers and HTTP session (hf_hub_url, build_hf_headers,
-get_session); each file is fetched into DEST/.cache/vllm-cluster/NAME.partial and a cut transfer continues there
-with a Range request on the next run (huggingface_hub itself starts a download over in every new process). Every
+The client finds the files (model_info), their headers and HTTP session (build_hf_headers, get_session) and the
+endpoint's URL template; each file is fetched into DEST/.cache/vllm-cluster/NAME.partial and a cut transfer
+continues there with a Range request on the next run (huggingface_hub itself starts a download over in every new
+process). Every
 file is checked against the Hub's own checksum (the LFS sha256 for LFS files, the git blob id for the others)
 before it is moved into DEST as a regular file; any symlink in DEST (a cache layout) is replaced by its file. A file
 already in place with the Hub's checksum is not fetched again. Prints one JSON line: what was done.
 Exits 3 naming the cause when the Hub refuses (no such repo or revision, a bad token), 4 on a checksum mismatch.
+
+The Hub's listing is not trusted: before anything is fetched, every file name must be a plain relative path (no
+empty, `.` or `..` part, no backslash or control character), outside this script's own `.cache/vllm-cluster` and
+marker file, and land under DEST once links already there are followed; otherwise it exits 5 naming the file and
+fetches nothing. Each URL is built from the name, every part quoted, so no request leaves /resolve/<commit>/.
+Works with huggingface_hub 0.x (a requests session) and 1.x and later (httpx).
 """
 
 import hashlib
 import json
 import os
+import posixpath
 import shutil
 import sys
+import unicodedata
+from urllib.parse import quote, urlsplit
 
 MARKER = ".vllm-cluster-hub.json"
+# where cut transfers wait to be continued, under DEST
+WORK = (".cache", "vllm-cluster")
 
 
 def fail(code, message):
@@ -58,6 +70,67 @@ def resolve_links(dest):
                 shutil.copyfile(target, p)
 
 
+def name_problem(name):
+    """Why a file name from the Hub's listing cannot be a file under DEST, or None."""
+    if not isinstance(name, str) or name == "":
+        return "an empty name"
+    if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name):
+        return "a control character in it"
+    if "\\" in name:
+        return "a backslash in it"
+    if name.startswith("/"):
+        return "an absolute name"
+    parts = name.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        return "an empty, '.' or '..' part"
+    if name in (MARKER, MARKER + ".tmp") or tuple(parts[: len(WORK)]) == WORK:
+        return "a name this download keeps for its own files"
+    return None
+
+
+def under(root, path):
+    """Whether path, links followed, is inside root, links followed."""
+    top = os.path.realpath(root)
+    return os.path.realpath(path).startswith(top + os.sep)
+
+
+def check_listing(repo, commit, siblings, dest):
+    """Refuses the whole listing (exit 5, nothing fetched) when one name could land anywhere but a file under DEST."""
+    for s in siblings:
+        why = name_problem(s.rfilename)
+        if why is None and not under(dest, os.path.join(dest, s.rfilename)):
+            why = "it would land outside the model directory (a link on its way there)"
+        if why is None and not under(dest, partial_path(dest, s.rfilename)):
+            why = f"its partial download would land outside the model directory (a link on {os.path.join(*WORK)})"
+        if why is not None:
+            fail(5, f"{repo}@{commit} lists a file named {s.rfilename!r}: {why}; nothing was downloaded")
+
+
+def partial_path(dest, name):
+    return os.path.join(dest, *WORK, name + ".partial")
+
+
+def file_url(repo, commit, name):
+    """The file's URL on the endpoint, every part of its name quoted: the path stays under /resolve/<commit>/."""
+    from huggingface_hub import constants
+
+    quoted = "/".join(quote(p, safe="") for p in name.split("/"))
+    url = constants.HUGGINGFACE_CO_URL_TEMPLATE.format(repo_id=repo, revision=commit, filename=quoted)
+    base = urlsplit(constants.HUGGINGFACE_CO_URL_TEMPLATE.format(repo_id=repo, revision=commit, filename="")).path
+    path = urlsplit(url).path
+    if not path.startswith(base) or posixpath.normpath(path) != path:
+        fail(5, f"{repo}@{commit}: the URL of {name!r} would leave {base}; nothing more was downloaded")
+    return url
+
+
+def open_session_get(session, url, headers):
+    """A streamed GET and how to read it: httpx (huggingface_hub 1.x and later) or requests (0.x)."""
+    if callable(getattr(session, "stream", None)):
+        return session.stream("GET", url, headers=headers, follow_redirects=True, timeout=60), lambda r: r.iter_bytes(1 << 20)
+    # a requests.Session has a `stream` attribute too: the default of its `stream` argument, a bool
+    return session.get(url, headers=headers, stream=True, timeout=60), lambda r: r.iter_content(1 << 20)
+
+
 def model_info(api, repo, commit):
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
@@ -80,30 +153,25 @@ def model_info(api, repo, commit):
 
 def fetch(repo, commit, sibling, dest, token):
     """Fetches one file into its .partial, continuing one a cut run left, then verifies and moves it into place."""
-    from huggingface_hub import hf_hub_url
     from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
     name = sibling.rfilename
     size = sibling.lfs.size if sibling.lfs is not None else sibling.size
-    partial = os.path.join(dest, ".cache", "vllm-cluster", name + ".partial")
+    partial = partial_path(dest, name)
     os.makedirs(os.path.dirname(partial), exist_ok=True)
-    have = os.path.getsize(partial) if os.path.exists(partial) else 0
+    have = os.path.getsize(partial) if os.path.isfile(partial) and not os.path.islink(partial) else 0
     if size is not None and have > size:
         have = 0
     headers = build_hf_headers(token=token)
     headers["Accept-Encoding"] = "identity"
     if have:
         headers["Range"] = f"bytes={have}-"
-    url = hf_hub_url(repo, name, revision=commit)
-    with open(partial, "r+b" if have else "wb") as out:
+    url = file_url(repo, commit, name)
+    # never through a link planted where the partial file goes
+    fd = os.open(partial, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | (0 if have else os.O_TRUNC), 0o644)
+    with os.fdopen(fd, "r+b") as out:
         out.seek(have)
-        session = get_session()
-        if hasattr(session, "stream"):  # huggingface_hub 1.x and later: httpx
-            response = session.stream("GET", url, headers=headers, follow_redirects=True, timeout=60)
-            chunks = lambda r: r.iter_bytes(1 << 20)  # noqa: E731
-        else:  # 0.x: requests
-            response = session.get(url, headers=headers, stream=True, timeout=60)
-            chunks = lambda r: r.iter_content(1 << 20)  # noqa: E731
+        response, chunks = open_session_get(get_session(), url, headers)
         with response as r:
             hf_raise_for_status(r)
             if have and r.status_code != 206:  # the server sent it all again: start over
@@ -119,6 +187,8 @@ def fetch(repo, commit, sibling, dest, token):
         fail(4, f"{name}: downloaded, but its checksum is not the Hub's ({want}); kept aside as {partial}.rejected")
     final = os.path.join(dest, name)
     os.makedirs(os.path.dirname(final), exist_ok=True)
+    if not under(dest, final):
+        fail(5, f"{name}: the way to it left the model directory while it downloaded (a link appeared); not moved into place")
     if os.path.islink(final):
         os.unlink(final)
     os.replace(partial, final)
@@ -137,6 +207,7 @@ def main():
     if not siblings:
         fail(3, f"{repo}@{commit} has no files")
     os.makedirs(dest, exist_ok=True)
+    check_listing(repo, commit, siblings, dest)
     resolve_links(dest)
     fetched = []
     for s in siblings:
@@ -144,7 +215,7 @@ def main():
             continue
         fetch(repo, commit, s, dest, token)
         fetched.append(s.rfilename)
-    shutil.rmtree(os.path.join(dest, ".cache", "vllm-cluster"), ignore_errors=True)
+    shutil.rmtree(os.path.join(dest, *WORK), ignore_errors=True)
     try:
         os.rmdir(os.path.join(dest, ".cache"))
     except OSError:

@@ -14,11 +14,14 @@ Errors are the Hub's: 404 with X-Error-Code RepoNotFound / RevisionNotFound, 401
 is logged as a JSON line (method, path, range, status, bytes sent, whether it carried the right token).
 
   hub_standin.py --bind ADDR --port N --repo OWNER/NAME=DIR [--token T] [--log FILE] [--rate-file FILE]
-                 [--corrupt OWNER/NAME:FILE]
+                 [--corrupt OWNER/NAME:FILE] [--extra OWNER/NAME=LISTING]
 
 --rate-file: a file holding a byte rate per second that file bodies are sent at (read per chunk; absent: full
 speed), so a test can slow a download down and cut it mid-file. --corrupt: that file's bytes are sent with the
-first one flipped while its metadata keeps the true checksum (a transfer gone wrong).
+first one flipped while its metadata keeps the true checksum (a transfer gone wrong). --extra: LISTING is a JSON
+object {rfilename: local file}: the repo lists those files too, under names no directory could hold (a hostile
+listing: `../x`, an absolute path, a line break), served from the local files. Paths in URLs are unquoted, as the
+Hub does.
 """
 
 import argparse
@@ -30,6 +33,7 @@ import re
 import sys
 import threading
 import time
+import urllib.parse
 
 LFS_MIN = 1024
 
@@ -39,14 +43,14 @@ def git_blob_id(data):
 
 
 class Repo:
-    def __init__(self, name, directory):
+    def __init__(self, name, directory, extra=None):
         self.name = name
-        self.dir = directory
         self.files = {}
-        for f in sorted(os.listdir(directory)):
-            p = os.path.join(directory, f)
-            if not os.path.isfile(p):
-                continue
+        # where each listed file's bytes are: the directory's files, then the extra listing's
+        self.paths = {f: os.path.join(directory, f) for f in sorted(os.listdir(directory))}
+        self.paths = {f: p for f, p in self.paths.items() if os.path.isfile(p)}
+        self.paths.update(extra or {})
+        for f, p in self.paths.items():
             data = open(p, "rb").read()
             entry = {"rfilename": f, "size": len(data), "blobId": git_blob_id(data)}
             if len(data) >= LFS_MIN:
@@ -126,7 +130,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.info(*m.groups())
         m = re.fullmatch(r"/([^/]+)/([^/]+)/resolve/([^/]+)/(.+)", path)
         if m:
-            return self.file(*m.groups())
+            return self.file(*m.groups()[:3], urllib.parse.unquote(m.group(4)))
         self.error(404, None, "Not found")
 
     def info(self, owner, name, rev):
@@ -170,7 +174,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.command == "GET":
             try:
                 flip = start == 0 and f"{repo.name}:{fname}" in self.server.corrupt
-                sent = self.send_body(os.path.join(repo.dir, fname), start, flip)
+                sent = self.send_body(repo.paths[fname], start, flip)
             except (BrokenPipeError, ConnectionResetError):
                 pass
         self.record(status, sent)
@@ -212,12 +216,17 @@ def main():
     ap.add_argument("--log")
     ap.add_argument("--rate-file")
     ap.add_argument("--corrupt", action="append", default=[], help="OWNER/NAME:FILE")
+    ap.add_argument("--extra", action="append", default=[], help="OWNER/NAME=LISTING (JSON: {rfilename: local file})")
     a = ap.parse_args()
     server = Server((a.bind, a.port), Handler)
     server.repos = {}
+    extra = {}
+    for spec in a.extra:
+        name, listing = spec.split("=", 1)
+        extra[name] = json.load(open(listing))
     for spec in a.repo:
         name, directory = spec.split("=", 1)
-        server.repos[name] = Repo(name, directory)
+        server.repos[name] = Repo(name, directory, extra.get(name))
     server.token, server.log_file, server.rate_file, server.corrupt = a.token, a.log, a.rate_file, set(a.corrupt)
     server.lock = threading.Lock()
     ready = {"url": f"http://{a.bind}:{server.server_address[1]}", "commits": {n: r.commit for n, r in server.repos.items()}}
