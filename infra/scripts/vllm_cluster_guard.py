@@ -5,8 +5,9 @@ endpoint), /tokenize, /detokenize, /scale_elastic_ep and others answer anyone. T
 entrypoint loads this module with `vllm serve ... --middleware vllm_cluster_guard.RequireKey`; it reads the key
 from the file that VLLM_CLUSTER_API_KEY_FILE names (the read-only mounted key file: the key itself is in no
 process's environment) and refuses every request without it, except OPEN. Without a readable, non-empty key file it
-refuses everything but OPEN (fails closed). OPTIONS passes only as a CORS preflight (with
-Access-Control-Request-Method), which carries no credentials by design.
+refuses everything but OPEN (fails closed). A CORS preflight (OPTIONS with Origin and Access-Control-Request-Method,
+which a browser sends without credentials by design) is answered here, as vLLM's CORS layer answers it with its
+defaults: no route of the app ever sees a request without the key. Any other OPTIONS needs the key like any request.
 """
 
 import hashlib
@@ -40,10 +41,29 @@ def authorized(headers, key):
     return scheme.lower() == "bearer" and secrets.compare_digest(_digest(token), _digest(key))
 
 
+# vLLM's defaults (--allowed-origins, --allowed-methods, --allowed-headers all "*", no credentials), as Starlette's
+# CORSMiddleware answers a preflight with them; the response to the real request still carries vLLM's own headers.
+PREFLIGHT_METHODS = b"DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT"
+
+
 def cors_preflight(scope):
-    """An OPTIONS request that a browser sends before a cross-origin call (it never carries credentials)."""
+    """An OPTIONS request that a browser sends before a cross-origin call: it names its Origin and the method it wants."""
     headers = dict(scope.get("headers") or [])
-    return scope.get("method") == "OPTIONS" and b"access-control-request-method" in headers
+    return scope.get("method") == "OPTIONS" and b"origin" in headers and b"access-control-request-method" in headers
+
+
+async def answer_preflight(scope, send):
+    headers = dict(scope.get("headers") or [])
+    out = [
+        (b"access-control-allow-origin", b"*"),
+        (b"access-control-allow-methods", PREFLIGHT_METHODS),
+        (b"access-control-max-age", b"600"),
+        (b"content-length", b"0"),
+    ]
+    if b"access-control-request-headers" in headers:
+        out.append((b"access-control-allow-headers", headers[b"access-control-request-headers"]))
+    await send({"type": "http.response.start", "status": 204, "headers": out})
+    await send({"type": "http.response.body", "body": b""})
 
 
 def route(scope):
@@ -60,8 +80,10 @@ class RequireKey:
         self.key = read_key(os.environ.get("VLLM_CLUSTER_API_KEY_FILE", ""))
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] not in ("http", "websocket") or cors_preflight(scope):
+        if scope["type"] not in ("http", "websocket"):
             return await self.app(scope, receive, send)
+        if scope["type"] == "http" and cors_preflight(scope):
+            return await answer_preflight(scope, send)
         if route(scope) in OPEN or authorized(scope.get("headers") or [], self.key):
             return await self.app(scope, receive, send)
         if scope["type"] == "websocket":

@@ -19,7 +19,7 @@ function keyFile(key: string | undefined): string {
 }
 
 function through(
-    requests: { path: string; method?: string; auth?: string; type?: string; cors?: boolean }[],
+    requests: { path: string; method?: string; auth?: string; type?: string; cors?: boolean; origin?: boolean }[],
     key: string | undefined,
 ): string[] {
     const py = `
@@ -33,6 +33,7 @@ async def one(r):
     async def send(m): sent.append(m)
     headers = [(b"authorization", r["auth"].encode())] if r.get("auth") is not None else []
     if r.get("cors"): headers.append((b"access-control-request-method", b"POST"))
+    if r.get("origin"): headers.append((b"origin", b"https://page.example"))
     scope = {"type": r.get("type", "http"), "method": r.get("method", "POST"), "path": r["path"], "headers": headers}
     await g.RequireKey(app)(scope, None, send)
     return str(sent[0].get("status", sent[0].get("code")))
@@ -79,16 +80,21 @@ test("a wrong key, another scheme or a bare key is refused", () => {
     ).toEqual(["401", "401", "401"]);
 });
 
-test("health, ping, metrics and version stay open; OPTIONS passes only as a CORS preflight", () => {
+test("health, ping, metrics and version stay open; a CORS preflight (Origin and the method asked for) is answered by the guard itself", () => {
     expect(
         through(
             ["/health", "/ping", "/metrics", "/version"].map((p) => ({ path: p, method: "GET" })),
             "k3y",
         ),
     ).toEqual(["200", "200", "200", "200"]);
-    expect(through([{ path: "/invocations", method: "OPTIONS", cors: true }], "k3y")).toEqual(["200"]);
-    // a plain OPTIONS is a request like any other: vLLM's routes may answer it
+    // 204 is the guard's own answer (the app behind it answers 200): no route sees a request without the key
+    expect(through([{ path: "/invocations", method: "OPTIONS", cors: true, origin: true }], "k3y")).toEqual(["204"]);
+    expect(through([{ path: "/invocations", method: "OPTIONS", cors: true, origin: true }], undefined)).toEqual(["204"]);
+    // without Origin it is no preflight, whatever else it says: a request like any other, which needs the key
+    expect(through([{ path: "/invocations", method: "OPTIONS", cors: true }], "k3y")).toEqual(["401"]);
+    expect(through([{ path: "/invocations", method: "OPTIONS", origin: true }], "k3y")).toEqual(["401"]);
     expect(through([{ path: "/invocations", method: "OPTIONS" }], "k3y")).toEqual(["401"]);
+    expect(through([{ path: "/invocations", method: "OPTIONS", cors: true, auth: "Bearer k3y" }], "k3y")).toEqual(["200"]);
 });
 
 test("the key file as a shell reads it: a trailing newline is not part of the key", () => {
