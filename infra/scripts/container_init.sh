@@ -25,6 +25,11 @@
 #   (WAIT_PYTHON, base64, run with WAIT_ARG until it exits 0).
 #
 # Each verdict is one line "<container ID> <text>" in DIR/NAME.status, which serve readiness reads to name it.
+#
+# DIR is shared, read-write, by every project container of the node, so a file there may have been replaced by a
+# link by another container: each file is written under a new name mktemp picks in DIR, created exclusively and
+# never through a link (dd oflag=nofollow conv=excl), then renamed over its name (which replaces a link rather than
+# following it); each is read only when it is a regular file, never through a link and never blocking on a FIFO.
 set -u
 
 name='' node='' dir='' max='' url='' stable=60 floor=0 every=1 grace=30 ceiling='' wait_tcp='' wait_py='' wait_arg=''
@@ -57,8 +62,17 @@ cid=$(sed -n 's|.*/containers/\([0-9a-f]\{64\}\)/.*|\1|p' /proc/self/mountinfo 2
 [ -n "$cid" ] || cid=unknown
 
 say() { echo "vllm-cluster: $name on node $node: $*" >&2; }
-put() { # file text: written whole or not at all
-    printf '%s\n' "$2" >"$1.tmp.$$" && mv -f "$1.tmp.$$" "$1"
+put() { # file text: written whole or not at all, never through a link
+    # a name no other container can guess ($$ is 1 in every container); made again exclusively, with the umask's mode
+    put_tmp=$(mktemp "${1%/*}/.${1##*/}.XXXXXX") && rm -f "$put_tmp" || return 1
+    if printf '%s\n' "$2" | dd of="$put_tmp" oflag=nofollow conv=excl status=none 2>/dev/null && mv -f -T "$put_tmp" "$1"; then
+        return 0
+    fi
+    rm -f "$put_tmp"
+    return 1
+}
+get() { # file: its first 4 KiB when it is a regular file (never through a link, never waiting on a FIFO)
+    [ -f "$1" ] && [ ! -L "$1" ] && dd if="$1" iflag=nofollow,nonblock bs=4096 count=1 status=none 2>/dev/null
 }
 verdict() { put "$dir/$name.status" "$cid $*" || say "cannot write $dir/$name.status"; }
 # Stop for good: a clean exit, which the on-failure policy never restarts (not after a reboot either).
@@ -105,7 +119,10 @@ ready() {
         python3 -c 'import socket, sys; h, p = sys.argv[1].rsplit(":", 1); socket.create_connection((h, int(p)), 3).close()' "$wait_tcp" 2>/dev/null || return 1
     fi
     if [ -n "$wait_py" ]; then
-        python3 -c "$(printf %s "$wait_py" | base64 -d)" "$wait_arg" >/dev/null 2>"$dir/$name.wait" || return 1
+        wait_rc=0
+        wait_err=$(python3 -c "$(printf %s "$wait_py" | base64 -d)" "$wait_arg" 2>&1 >/dev/null) || wait_rc=1
+        put "$dir/$name.wait" "$wait_err" || true
+        return "$wait_rc"
     fi
     return 0
 }
@@ -120,11 +137,12 @@ done
 [ "$said" = 0 ] || say "preconditions met"
 
 # The budget: starts since COMMAND last became healthy, for this container.
-n=0
-if [ -f "$dir/$name.starts" ]; then
-    read -r id count <"$dir/$name.starts" || true
-    [ "${id:-}" = "$cid" ] && n=${count:-0}
-fi
+n=0 id='' count=''
+starts=$(get "$dir/$name.starts") || starts=''
+read -r id count <<EOF || true
+$starts
+EOF
+[ "${id:-}" = "$cid" ] && n=${count:-0}
 case "$n" in '' | *[!0-9]*) n=$max ;; esac
 [ "$n" -lt "$max" ] || stay_down "crash budget exhausted: $n starts without becoming healthy (at most $max: serve.maxRestarts + 1)"
 n=$((n + 1))
@@ -179,9 +197,8 @@ done
 kill -KILL "$watcher" 2>/dev/null
 wait "$watcher" 2>/dev/null
 
-if [ -f "$dir/$name.guard" ]; then
-    stay_down "$(cat "$dir/$name.guard")"
-fi
+guard=$(get "$dir/$name.guard") || guard=''
+[ -z "$guard" ] || stay_down "$guard"
 if [ "$stopping" = 1 ]; then
     say "stopped by a signal (exit $rc); exits 143 so the engine starts it again when it comes back"
     verdict "stopped by a signal"

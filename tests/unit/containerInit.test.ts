@@ -220,3 +220,59 @@ describe("signals and preconditions", () => {
         expect(fs.existsSync(ran)).toBe(false);
     }, 30_000);
 });
+
+describe("the state directory is shared with the node's other containers", () => {
+    /** What another (compromised) container of the node may plant there: links to files outside, and a FIFO. */
+    function plant(name: string): string {
+        const victim = path.join(dir, "outside", name);
+        fs.mkdirSync(path.dirname(victim), { recursive: true });
+        // a count that would exhaust the budget of this very container, were it read through the link
+        fs.writeFileSync(victim, "unknown 99\n");
+        fs.symlinkSync(victim, path.join(dir, name));
+        return victim;
+    }
+    const untouched = (victims: string[]) => victims.filter((v) => fs.readFileSync(v, "utf8") !== "unknown 99\n");
+
+    test("links planted at every name the init writes or reads, and at its old predictable temporary names, are never followed", async () => {
+        const victims = ["c.status", "c.starts", "c.wait", "c.guard"].map(plant);
+        const ran = path.join(dir, "ran");
+        const flag = path.join(dir, "go");
+        const check =
+            "import os, sys\nprint('waiting for', sys.argv[1], file=sys.stderr)\nsys.exit(0 if os.path.exists(sys.argv[1]) else 1)";
+        const p = spawn(
+            "sh",
+            initArgs(
+                ["max-starts=2", `wait-python=${Buffer.from(check).toString("base64")}`, `wait-arg=${flag}`],
+                `touch ${ran}; sleep 30`,
+            ),
+        );
+        let stderr = "";
+        p.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
+        await until(() => stderr.includes("waiting for its preconditions"), "the wait");
+        // the temporary names a shell's $$ made (1 in every container): planted while it waits
+        victims.push(...["c.status.tmp.", "c.starts.tmp."].map((n) => plant(`${n}${p.pid}`)));
+        await new Promise((r) => setTimeout(r, 2500));
+        fs.writeFileSync(flag, "");
+        await until(() => fs.existsSync(ran), "the command to start");
+        await until(() => fs.readFileSync(path.join(dir, "c.status"), "utf8").includes("start 1 of at most 2"), "the verdict");
+        p.kill("SIGTERM");
+        expect(await exited(p)).toBe(143);
+        expect(untouched(victims)).toEqual([]);
+        // its own files are regular files again, readable by the host's login user (the umask's mode), with its text
+        for (const f of ["c.status", "c.starts", "c.wait"]) {
+            const st = fs.lstatSync(path.join(dir, f));
+            expect([f, st.isFile(), st.mode & 0o777]).toEqual([f, true, 0o666 & ~process.umask()]);
+        }
+        expect(fs.readFileSync(path.join(dir, "c.starts"), "utf8")).toBe("unknown 1\n");
+        expect(fs.readFileSync(path.join(dir, "c.wait"), "utf8")).toContain(`waiting for ${flag}`);
+        // no temporary file left behind
+        expect(fs.readdirSync(dir).filter((f) => f.startsWith(".c."))).toEqual([]);
+    }, 30_000);
+
+    test("a FIFO planted as its budget file does not hang it: read as no count", () => {
+        spawnSync("mkfifo", [path.join(dir, "c.starts")]);
+        const r = runInit(["max-starts=1"], "exit 3");
+        expect(r.verdict).toBe("unknown exited with 3 (start 1 of at most 1)");
+        expect(fs.lstatSync(path.join(dir, "c.starts")).isFile()).toBe(true);
+    });
+});
