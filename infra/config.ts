@@ -68,6 +68,10 @@ export function loadConfig(): ClusterConfig {
     const keys = Object.keys(pulumi.runtime.allConfig())
         .filter((k) => k.startsWith(prefix))
         .map((k) => k.slice(prefix.length));
+    const secrets = plainOnlySecretProblems(keys);
+    if (secrets.length > 0) {
+        throw new Error(`invalid ${CONFIG_NAMESPACE} stack config (${secrets.length} problem(s)):\n  - ${secrets.join("\n  - ")}`);
+    }
     const raw: Record<string, unknown> = {};
     for (const key of keys) {
         if (key === HF_TOKEN_KEY) continue; // a secret, read by loadHfToken only
@@ -107,6 +111,25 @@ function configKeyIsSecret(key: string): boolean {
 
 /** The Hub token's config key (model.hub): a secret, never part of ClusterConfig (configSchema/secrets.ts). */
 export const HF_TOKEN_KEY: keyof typeof secretFields = "hfToken";
+
+/**
+ * The keys that carry a secret into the program as one (nodes: env values; serve: extraArgs and the TLS key; hfToken).
+ * Every other key's values land in the state, in resource inputs and on the hosts in clear, so one set with
+ * `pulumi config set --secret` is refused rather than quietly decrypted into plain text.
+ */
+const SECRET_CAPABLE = new Set(["nodes", "serve", HF_TOKEN_KEY]);
+
+/** Why each key set with --secret cannot stay secret, one line each (empty when none). */
+export function plainOnlySecretProblems(keys: readonly string[], isSecret: (key: string) => boolean = configKeyIsSecret): string[] {
+    return keys
+        .filter((k) => !SECRET_CAPABLE.has(k) && isSecret(k))
+        .map(
+            (k) =>
+                `${k}: set with --secret, but its values are stored in the state and on the hosts in clear` +
+                (k === "image" ? " (a build argument is also recorded in the image's history)" : "") +
+                `: nothing in ${k} may be secret; keep the secret out of it (set ${k} without --secret)`,
+        );
+}
 
 /**
  * The Hub token for model.hub, as a secret Output, or undefined when unset. Fails closed: a token set in plain

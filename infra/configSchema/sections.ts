@@ -23,17 +23,29 @@ import {
 import { evenIfInvalid, problem, validFields } from "./rules";
 
 const IMAGE_REF_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$/;
+
 const BUILD_ARG_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** A path relative to `where`, which cannot leave it by its spelling (absolute, or `..` past its top). */
+const relativeInside = (where: string) =>
+    quotablePath()
+        .refine((v) => !path.posix.isAbsolute(v) && !path.posix.normalize(v).startsWith(".."), {
+            error: (iss) => `${JSON.stringify(iss.input)} must be a relative path inside ${where} (no absolute path, no .. out of it)`,
+        })
+        .meta({ rule: `a relative path inside ${where}, without spaces or quotes` });
 
 /**
  * `image.build`: the image is built on `image.sourceNode` by that host's own Docker engine (the Docker provider's
  * Image over the node's ssh:// connection) and tagged `image.ref`; the chain then copies it to the other hosts.
  */
 export const imageBuildFields = {
-    context: required(quotablePath()).describe(
-        "The build context on the machine running Pulumi: relative to the project directory, or absolute.",
+    context: required(relativeInside("the project directory")).describe(
+        "The build context on the machine running Pulumi, relative to the project directory and inside it: everything in it " +
+            "is sent to the source node's engine, so never `/`, a home directory or the runner's other files.",
     ),
-    dockerfile: withDefault(quotablePath(), "Dockerfile").describe("The Dockerfile, relative to the context."),
+    dockerfile: withDefault(relativeInside("the build context"), "Dockerfile").describe(
+        "The Dockerfile, relative to the context and inside it.",
+    ),
     args: z
         .record(
             z

@@ -6,7 +6,6 @@
  * the build's words and replaces nothing. Run by tests/integration/run.sh.
  */
 import * as fs from "fs";
-import * as os from "os";
 import * as path from "path";
 import { CONTAINER } from "../../infra/contract";
 import { Project, changed, destroy, editConfig, expectOk, openProject, preview, removeProject, stepSeconds, up } from "./engine";
@@ -52,9 +51,11 @@ async function containerIds(node: string): Promise<Record<string, string>> {
 }
 
 beforeAll(async () => {
-    context = fs.mkdtempSync(path.join(os.tmpdir(), "vcl-build-context-"));
-    writeContext("one");
     p = await openProject(STACK, "vcl-it-build-");
+    // inside the project (the config refuses a context outside it): the project copy's own directory
+    context = path.join(p.dir, "build-context");
+    fs.mkdirSync(context);
+    writeContext("one");
     hosts = new Hosts(stackConfig(p.stackFile));
     model = hosts.cfg.model.servedName;
     for (const n of [head, worker]) {
@@ -62,7 +63,7 @@ beforeAll(async () => {
         await hosts.docker(n, ["image", "rm", "--force", REF]);
     }
     editConfig(p, (cfg) => {
-        cfg.image = { ...(cfg.image as object), ref: REF, build: { context, args: { FLAVOUR: "derived" } } };
+        cfg.image = { ...(cfg.image as object), ref: REF, build: { context: "build-context", args: { FLAVOUR: "derived" } } };
     });
 }, 600_000);
 
@@ -71,7 +72,6 @@ afterAll(async () => {
         if (process.env.VCL_INTEGRATION_KEEP !== "1") await destroy(p);
         removeProject(p);
     }
-    fs.rmSync(context, { recursive: true, force: true });
 }, 600_000);
 
 describe("image.build: built on the source host, distributed, served", () => {

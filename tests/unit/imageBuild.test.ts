@@ -10,13 +10,18 @@ import { ClusterConfig, validateConfig } from "../../infra/config";
 import { resolveBuild } from "../../infra/imageBuild";
 import { loadStackRaw, runStack } from "./harness";
 
+const ROOT = path.join(__dirname, "..", "..");
+/** A context inside the project directory (its .state/, which git ignores), as the config spells it: relative. */
 let context: string;
+let contextDir: string;
 
 beforeAll(() => {
-    context = fs.mkdtempSync(path.join(os.tmpdir(), "vcl-build-unit-"));
-    fs.writeFileSync(path.join(context, "Dockerfile"), "FROM vllm-cluster-testbed:latest\n");
+    fs.mkdirSync(path.join(ROOT, ".state"), { recursive: true });
+    contextDir = fs.mkdtempSync(path.join(ROOT, ".state", "vcl-build-unit-"));
+    context = path.relative(ROOT, contextDir);
+    fs.writeFileSync(path.join(contextDir, "Dockerfile"), "FROM vllm-cluster-testbed:latest\n");
 });
-afterAll(() => fs.rmSync(context, { recursive: true, force: true }));
+afterAll(() => fs.rmSync(contextDir, { recursive: true, force: true }));
 
 function withBuild(build: Record<string, unknown>, image: Record<string, unknown> = {}): ClusterConfig {
     const raw = loadStackRaw("local") as Record<string, Record<string, unknown>>;
@@ -35,8 +40,8 @@ describe("image.build in the graph", () => {
             skipPush: true,
             buildOnPreview: false,
             build: {
-                context: path.relative(process.cwd(), context),
-                dockerfile: path.relative(process.cwd(), path.join(context, "Dockerfile")),
+                context: path.relative(process.cwd(), contextDir),
+                dockerfile: path.relative(process.cwd(), path.join(contextDir, "Dockerfile")),
                 args: { FLAVOUR: "derived" },
                 network: "host",
             },
@@ -81,8 +86,34 @@ describe("image.build refused before any host is touched", () => {
     });
 
     it("takes a relative context from the project directory and records it relative to the working directory", () => {
-        const root = path.join(__dirname, "..", "..");
-        const r = resolveBuild({ context: "stacks", dockerfile: "Pulumi.local.yaml", args: {} }, path.join(root, "infra"), root);
+        const r = resolveBuild({ context: "stacks", dockerfile: "Pulumi.local.yaml", args: {} }, path.join(ROOT, "infra"), ROOT);
         expect(r).toEqual({ context: "../stacks", dockerfile: "../stacks/Pulumi.local.yaml", args: {} });
+    });
+
+    it("names a context that is not inside the project directory (all of it would go to the host's engine), and a Dockerfile outside the context", () => {
+        for (const outside of ["/", os.homedir(), "/etc/..", "..", "../other-project", "stacks/../../x"]) {
+            expect(() => withBuild({ context: outside })).toThrow(
+                `image.build.context: ${JSON.stringify(outside)} must be a relative path inside the project directory (no absolute path, no .. out of it)`,
+            );
+        }
+        expect(() => withBuild({ context, dockerfile: "../Dockerfile" })).toThrow(
+            'image.build.dockerfile: "../Dockerfile" must be a relative path inside the build context (no absolute path, no .. out of it)',
+        );
+        // a spelling inside that a link leads out of: refused once the link is followed
+        const link = path.join(contextDir, "home");
+        fs.symlinkSync(os.homedir(), link);
+        try {
+            expect(() => resolveBuild({ context: path.join(context, "home"), dockerfile: "Dockerfile", args: {} })).toThrow(
+                new RegExp(
+                    `^image\\.build\\.context: ${path.join(context, "home").replace(/[.]/g, "\\.")} leads outside the project directory`,
+                ),
+            );
+        } finally {
+            fs.rmSync(link);
+        }
+        fs.symlinkSync("/etc/hostname", path.join(contextDir, "Linked.Dockerfile"));
+        expect(() => resolveBuild({ context, dockerfile: "Linked.Dockerfile", args: {} })).toThrow(
+            `image.build.dockerfile: Linked.Dockerfile leads outside the context ${context} (through a link)`,
+        );
     });
 });

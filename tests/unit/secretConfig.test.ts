@@ -5,9 +5,9 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import { specialSecretSig, specialSigKey } from "@pulumi/pulumi/runtime/rpc";
-import { NO_SECRET_CONFIG, loadSecretConfig } from "../../infra/config";
+import { NO_SECRET_CONFIG, loadConfig, loadSecretConfig } from "../../infra/config";
 import { buildCluster } from "../../infra/program";
-import { loadStack, runMocked, testTls } from "./harness";
+import { loadStack, loadStackRaw, runMocked, testTls } from "./harness";
 
 /** What the mocks see of a secret input: Pulumi's secret signature around the value. */
 const isSecretInput = (v: unknown) =>
@@ -48,5 +48,35 @@ describe("secret config stays secret", () => {
         expect(loadSecretConfig()).toEqual({ nodeEnv: false, serveArgs: true });
         pulumi.runtime.setAllConfig({}, []);
         expect(loadSecretConfig()).toEqual(NO_SECRET_CONFIG);
+    });
+
+    test("a key whose values land in clear, set with --secret (a build argument of image), is refused naming it; nodes and serve may hold one", () => {
+        const raw = loadStackRaw("local");
+        raw.image = {
+            ...(raw.image as object),
+            build: { context: "stacks/images/qwen35-gb10", args: { PIP_TOKEN: "from secret config" } },
+        };
+        const all = Object.fromEntries(
+            Object.entries(raw).map(([k, v]) => [`vllm-cluster:${k}`, typeof v === "string" ? v : JSON.stringify(v)]),
+        );
+        try {
+            pulumi.runtime.setAllConfig(all, ["vllm-cluster:image", "vllm-cluster:ray"]);
+            let message = "";
+            try {
+                loadConfig();
+            } catch (e) {
+                message = (e as Error).message;
+            }
+            expect(message).toBe(
+                "invalid vllm-cluster stack config (2 problem(s)):\n" +
+                    "  - image: set with --secret, but its values are stored in the state and on the hosts in clear (a build argument is also recorded in the image's history): nothing in image may be secret; keep the secret out of it (set image without --secret)\n" +
+                    "  - ray: set with --secret, but its values are stored in the state and on the hosts in clear: nothing in ray may be secret; keep the secret out of it (set ray without --secret)",
+            );
+            expect(message).not.toContain("from secret config");
+            pulumi.runtime.setAllConfig(all, ["vllm-cluster:nodes", "vllm-cluster:serve"]);
+            expect(loadConfig().image.build?.args).toEqual({ PIP_TOKEN: "from secret config" });
+        } finally {
+            pulumi.runtime.setAllConfig({}, []);
+        }
     });
 });
