@@ -7,7 +7,7 @@ import { ServeTls, loadTls } from "./tls";
 // First, before any resource: the SDK's debug log would otherwise put secret outputs into the engine's events.
 redactSdkDebugLog();
 
-// Validation (listing every problem) and reading the TLS files throw before any resource is registered. A RunError
+// Validation (listing every problem) and reading the TLS material throw before any resource is registered. A RunError
 // prints just the message (which names each offending key), not a stack trace into the program's internals.
 function beforeAnyResource<T>(read: () => T): T {
     try {
@@ -18,9 +18,11 @@ function beforeAnyResource<T>(read: () => T): T {
 }
 
 const cfg: ClusterConfig = beforeAnyResource(loadConfig);
-const tls: ServeTls = beforeAnyResource(() => loadTls(cfg.serve));
+const secretConfig = beforeAnyResource(loadSecretConfig);
+// serve.tls.key is taken only as a secret: Pulumi marks the whole serve key when one of its values is
+const tls: ServeTls = beforeAnyResource(() => loadTls(cfg.serve, secretConfig.serveArgs));
 const hfToken = beforeAnyResource(() => loadHfToken(cfg));
-const cluster = buildCluster(cfg, pulumi.getStack(), loadSecretConfig(), tls, hfToken);
+const cluster = buildCluster(cfg, pulumi.getStack(), secretConfig, tls, hfToken);
 
 export const endpoint = cluster.endpoint;
 export const servedModelName = cluster.servedModelName;

@@ -35,7 +35,7 @@ export const serveBindTls: ResourceValidationPolicy = {
         if (cert.kind === "value" && key.kind === "value") return;
         reportViolation(
             `${describe(c)}: the API listens on ${bind === "0.0.0.0" ? "every interface (0.0.0.0)" : bind} over plain HTTP, ` +
-                "so every request's bearer key crosses the network in clear. Set serve.tls (certFile and keyFile), or bind " +
+                "so every request's bearer key crosses the network in clear. Set serve.tls (the certificate and key, as files or as secret config), or bind " +
                 "serve.host to 127.0.0.1 (reach it through an ssh tunnel) or the head's fabric IP.",
         );
     },

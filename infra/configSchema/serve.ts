@@ -16,6 +16,7 @@ import {
     seconds,
     section,
     size,
+    string,
     token,
     withDefault,
 } from "./fields";
@@ -96,15 +97,45 @@ const extraArg = item()
     });
 
 /**
- * The API's TLS certificate and its private key, PEM files on the operator's machine: the program installs them on
- * the head (the key mode 600 in the node's state directory) and vLLM serves HTTPS.
+ * The API's TLS certificate and its private key, each either a PEM file on the operator's machine or the PEM text
+ * itself as stack config (the key as a secret), so that a machine without the files (a GitOps runner) can preview and
+ * deploy: the program installs them on the head (the key mode 600 in the node's state directory) and vLLM serves
+ * HTTPS. Texts are never shown in an error.
  */
+const TLS_ONCE = (what: string, text: string, file: string) => `exactly one of serve.tls.${file} and serve.tls.${text} (${what})`;
 const tlsFields = {
-    certFile: quotablePath().describe("The certificate (chain), a PEM file on the operator's machine; clients must trust it."),
-    keyFile: quotablePath().describe(
-        "Its private key, a PEM file on the operator's machine, readable by its owner only (as ssh insists for its keys).",
-    ),
+    certFile: optional(quotablePath()).meta({
+        description: "The certificate (chain), a PEM file on the operator's machine; clients must trust it.",
+        across: TLS_ONCE("the certificate", "cert", "certFile"),
+    }),
+    keyFile: optional(quotablePath()).meta({
+        description: "Its private key, a PEM file on the operator's machine, readable by its owner only (as ssh insists for its keys).",
+        across: TLS_ONCE("the private key", "key", "keyFile"),
+    }),
+    cert: optional(string()).meta({
+        description:
+            "The certificate (chain) itself, PEM text, for a machine without the file (a GitOps runner): " +
+            "`pulumi config set --path serve.tls.cert < cert.pem`.",
+        across: TLS_ONCE("the certificate", "cert", "certFile"),
+    }),
+    key: optional(string()).meta({
+        description:
+            "Its private key itself, PEM text, taken only as a secret: `pulumi config set --secret --path serve.tls.key < key.pem`.",
+        across: TLS_ONCE("the private key", "key", "keyFile"),
+    }),
 };
+
+/** Each of the certificate and the key given exactly once: as a file or as config. */
+const tlsSchema = section(tlsFields).superRefine((tls: unknown, ctx) => {
+    const given = isObject(tls) ? tls : {};
+    const once = (text: "cert" | "key", file: "certFile" | "keyFile", what: string, set: string) => {
+        const [t, f] = [given[text] !== undefined && given[text] !== "", given[file] !== undefined && given[file] !== ""];
+        if (t && f) problem(ctx, [text], `give ${what} once: serve.tls.${text} or serve.tls.${file}, not both`);
+        if (!t && !f) problem(ctx, [file], `is required: ${what} as a file (serve.tls.${file}) or as ${set} (serve.tls.${text})`);
+    };
+    once("cert", "certFile", "the certificate", "config");
+    once("key", "keyFile", "the private key", "secret config");
+}, evenIfInvalid);
 
 const TP_PP = "tensorParallelSize x pipelineParallelSize = the GPUs of all nodes (vLLM places one worker per GPU)";
 const PORT_CLASH =
@@ -117,9 +148,9 @@ export const serveFields = {
         "The address the API binds to on the head (0.0.0.0: every interface); off loopback and the head's fabric IP the " +
             "policy pack requires serve.tls, since the bearer key would otherwise cross the network in clear.",
     ),
-    tls: section(tlsFields)
+    tls: tlsSchema
         .optional()
-        .describe("HTTPS for the API: the program installs the files on the head and vLLM serves HTTPS; unset: plain HTTP."),
+        .describe("HTTPS for the API: the program installs the certificate and key on the head and vLLM serves HTTPS; unset: plain HTTP."),
     tensorParallelSize: positiveInt().meta({ description: "vLLM's --tensor-parallel-size.", across: TP_PP }),
     pipelineParallelSize: positiveInt().default(1).meta({ description: "vLLM's --pipeline-parallel-size.", across: TP_PP }),
     gpuMemoryUtilization: fraction(0.9).describe(

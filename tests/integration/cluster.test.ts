@@ -205,7 +205,7 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
             });
             s.on("error", reject);
         });
-        const ours = new X509Certificate(fs.readFileSync(hosts.cfg.serve.tls!.certFile)).fingerprint256;
+        const ours = new X509Certificate(fs.readFileSync(hosts.cfg.serve.tls!.certFile!)).fingerprint256;
         expect(served).toBe(ours);
         // the same port over plain HTTP: the key in this request would cross in clear; the server never answers it
         const plain = await request("POST", `http://${url.host}/v1/chat/completions`, { key: apiKey, body: {} }).catch((e: Error) => e);

@@ -13,6 +13,7 @@ import { stackConfig } from "./hosts";
 function testbedCa(): string {
     const tls = stackConfig(path.join(__dirname, "..", "..", "stacks", "Pulumi.local.yaml")).serve.tls;
     if (!tls) throw new Error("the local stack sets no serve.tls");
+    if (!tls.certFile) throw new Error("the local stack gives serve.tls.cert as config, not as the testbed's file");
     return fs.readFileSync(tls.certFile, "utf8");
 }
 

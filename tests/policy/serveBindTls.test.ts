@@ -22,7 +22,7 @@ describe("serve-bind-needs-tls", () => {
     it("reports plain HTTP on every interface, on a management address, or with no --host at all", async () => {
         expect(await messages(plain())).toEqual([
             "container 'spark-1-serve' (serve, node spark-1): the API listens on every interface (0.0.0.0) over plain HTTP, " +
-                "so every request's bearer key crosses the network in clear. Set serve.tls (certFile and keyFile), or bind " +
+                "so every request's bearer key crosses the network in clear. Set serve.tls (the certificate and key, as files or as secret config), or bind " +
                 "serve.host to 127.0.0.1 (reach it through an ssh tunnel) or the head's fabric IP.",
         ]);
         expect(await messages(bound("10.1.230.180"))).toEqual([expect.stringContaining("listens on 10.1.230.180 over plain HTTP")]);

@@ -6,6 +6,7 @@ import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
 import * as pulumi from "@pulumi/pulumi";
+import { specialSecretSig, specialSigKey } from "@pulumi/pulumi/runtime/rpc";
 import { PROJECT, TEST_TLS, loadStackRaw } from "./harness";
 
 /** The local stack with serve.tls pointing at test files (the testbed's own exist only once it is up). */
@@ -18,12 +19,23 @@ function localWithTls(): Record<string, unknown> {
     return raw as unknown as Record<string, unknown>;
 }
 
-function setStackConfig(raw: Record<string, unknown>): void {
+/** The stack config as the engine hands it over; `secret`: the keys set with --secret (Pulumi marks top-level keys). */
+function setStackConfig(raw: Record<string, unknown>, secret: string[] = []): void {
     const cfg: Record<string, string> = {};
     for (const [k, v] of Object.entries(raw)) {
         cfg[`${PROJECT}:${k}`] = typeof v === "string" ? v : JSON.stringify(v);
     }
-    pulumi.runtime.setAllConfig(cfg);
+    pulumi.runtime.setAllConfig(
+        cfg,
+        secret.map((k) => `${PROJECT}:${k}`),
+    );
+}
+
+/** The local stack with the certificate and key as stack config (what a GitOps runner has), and no file named. */
+function localWithTlsConfig(): Record<string, unknown> {
+    const raw = loadStackRaw("local") as { serve: Record<string, unknown> };
+    raw.serve.tls = { cert: TEST_TLS.cert, key: TEST_TLS.key };
+    return raw as unknown as Record<string, unknown>;
 }
 
 test("infra/index reads the stack config and exports the outputs", async () => {
@@ -94,4 +106,68 @@ test("a TLS key that others can read fails naming serve.tls.keyFile, before any 
     );
     await pulumi.runtime.disconnect();
     expect(names).toEqual([]);
+});
+
+test("TLS as secret config (serve.tls.cert and serve.tls.key, no file anywhere): the key is installed as a secret", async () => {
+    const files: Record<string, unknown> = {};
+    await pulumi.runtime.setMocks(
+        {
+            newResource: (a) => {
+                if (a.name.includes("-tls-")) files[a.name] = a.inputs;
+                const state: Record<string, unknown> = { ...a.inputs };
+                if (a.name.endsWith("-preflight")) state.stdout = '{"arch":"x86_64"}';
+                if (a.name.endsWith("-probe")) state.result = '{"fingerprint":"f00"}';
+                if (a.name.endsWith("-readiness")) state.result = '{"ready":true}';
+                if (a.type.startsWith("pulumi-nodejs:dynamic")) state.imageId = "sha256:1";
+                if (a.type.startsWith("random:")) state.result = "k";
+                return { id: `${a.name}-id`, state };
+            },
+            call: (a) => a.inputs,
+        },
+        PROJECT,
+        "local-tls-config",
+        false,
+    );
+    setStackConfig(localWithTlsConfig(), ["serve"]);
+    jest.resetModules();
+    const index = jest.requireActual("../../infra/index") as typeof import("../../infra/index");
+    expect(await new Promise((r) => index.endpoint.apply(r))).toBe("https://10.231.0.11:8000/v1");
+    await pulumi.runtime.disconnect();
+    expect(Object.keys(files).sort()).toEqual(["serve-tls-cert-file", "serve-tls-key-file"]);
+    // each text reaches the resource that installs it on the head as a secret input (the mocks see the secret's wrapper)
+    for (const [name, text] of [
+        ["serve-tls-key-file", TEST_TLS.key],
+        ["serve-tls-cert-file", TEST_TLS.cert],
+    ]) {
+        const content = (files[name] as { key: Record<string, unknown> }).key;
+        expect([name, content[specialSigKey], content.value]).toEqual([name, specialSecretSig, text]);
+    }
+});
+
+test("serve.tls.key in plain config fails naming it and how to set it, before any resource exists; a missing file names the secret-config alternative", async () => {
+    for (const [raw, secret, why] of [
+        [localWithTlsConfig(), [], "serve.tls.key: set it as a secret (pulumi config set --secret --path serve.tls.key < key.pem)"],
+        [
+            (() => {
+                const r = localWithTls() as { serve: { tls: { keyFile: string } } };
+                r.serve.tls.keyFile = "/nonexistent/api-key.pem";
+                return r as unknown as Record<string, unknown>;
+            })(),
+            [],
+            "serve.tls.keyFile: cannot read /nonexistent/api-key.pem (ENOENT); on a machine without this file (a GitOps runner), give the key as secret config instead: pulumi config set --secret --path serve.tls.key < api-key.pem, then pulumi config rm --path serve.tls.keyFile",
+        ],
+    ] as [Record<string, unknown>, string[], string][]) {
+        const names: string[] = [];
+        await pulumi.runtime.setMocks(
+            { newResource: (a) => (names.push(a.name), { id: "x", state: {} }), call: (a) => a.inputs },
+            PROJECT,
+            "bad-tls-config",
+            false,
+        );
+        setStackConfig(raw, secret);
+        jest.resetModules();
+        expect(() => jest.requireActual("../../infra/index")).toThrow(why);
+        await pulumi.runtime.disconnect();
+        expect(names).toEqual([]);
+    }
 });
