@@ -194,3 +194,111 @@ describe("refusals on the simulated hosts: named, and nothing written", () => {
         expect(r.err).toContain(`root@10.231.0.11: it refused the login: ${stranger} is not accepted for root`);
     });
 });
+
+/**
+ * A host that lies: spark-2 answers discovery's sessions through a STAND-IN for a hostile host's bash, which runs the
+ * real probe and then rewrites what it printed (lie.py; the mode file says which lie). Only sessions with this
+ * test's own key get it (a forced command in the testbed's authorized_keys puts spark-2's own directory first on
+ * PATH; spark-1 has no such directory), so nothing else on the simulated hosts changes.
+ */
+describe("a host that lies: what it says is printable text in the stack file, or refused naming the host and the fact", () => {
+    const LIAR = path.join(TESTBED, "hosts", "spark-2", "own", "discover-liar");
+    const ON_HOST = path.posix.join(TESTBED, "own", "discover-liar");
+    const AUTHORIZED = path.join(TESTBED, "ssh", "authorized_keys");
+    let key: string;
+    let line: string;
+    const out = () => path.join(dir, "lied.yaml");
+
+    const LIE_PY = String.raw`import json, sys
+mode = sys.argv[1]
+for raw in sys.stdin.read().split("\n"):
+    f = raw.split("\t")
+    if mode == "cpu" and f[0] == "cpu":
+        raw = "cpu\tAMD EPYC\r      env: {LD_PRELOAD: /tmp/x.so}\r    #"
+    if mode == "nvidia" and f[0] == "nvidia_smi":
+        raw = "nvidia_smi\terror\tNVIDIA-SMI has failed\u2028      env: {HTTPS_PROXY: http://203.0.113.9:3128}\u2028    #"
+    if mode == "hostname" and f[0] == "hostname":
+        raw = "hostname\tspark-2\r      env: {LD_PRELOAD: /tmp/x.so}"
+    if mode == "runtime" and f[0] == "docker" and f[1] == "ok":
+        raw = "\t".join(f[:3] + [json.dumps({"runc\n      env: {LD_PRELOAD: /tmp/x.so}": {"path": "runc"}})])
+    if mode == "addresses" and f[0] == "addr" and f[1] == "fabric0":
+        raw += "".join("\naddr\tfabric1\t" + a for a in ("192.168.200.0x0d/24", "1.192.168.200.13/24", "192.168.200. 13/24"))
+    sys.stdout.write(raw + ("\n" if raw else ""))
+`;
+
+    beforeAll(() => {
+        fs.mkdirSync(LIAR, { recursive: true });
+        fs.writeFileSync(path.join(LIAR, "lie.py"), LIE_PY);
+        fs.writeFileSync(
+            path.join(LIAR, "bash"),
+            "#!/bin/sh\n# STAND-IN for a hostile host's bash (tests/integration/discover.test.ts): the real one, its output rewritten\n" +
+                `/bin/bash "$@" | python3 ${ON_HOST}/lie.py "$(cat ${ON_HOST}/mode)"\n`,
+            { mode: 0o755 },
+        );
+        key = path.join(dir, "liar_key");
+        spawnSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "vcl-discover-liar", "-f", key]);
+        const pub = fs.readFileSync(`${key}.pub`, "utf8").trim();
+        line = `command="exec env PATH=${ON_HOST}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin sh -c \\"$SSH_ORIGINAL_COMMAND\\"" ${pub}`;
+        fs.appendFileSync(AUTHORIZED, `${line}\n`);
+    });
+
+    afterAll(() => {
+        const kept = fs
+            .readFileSync(AUTHORIZED, "utf8")
+            .split("\n")
+            .filter((l) => l !== line);
+        fs.writeFileSync(AUTHORIZED, kept.join("\n"));
+        fs.rmSync(LIAR, { recursive: true, force: true });
+    });
+
+    afterEach(() => fs.rmSync(out(), { force: true }));
+
+    /** Discovery of both hosts with spark-2 telling `mode`'s lie. */
+    function lie(mode: string): Discovery {
+        fs.writeFileSync(path.join(LIAR, "mode"), `${mode}\n`);
+        return discover(HOSTS, out(), key);
+    }
+
+    test.each([
+        ["cpu", "a CR in its CPU model", "\\x0d      env: {LD_PRELOAD: /tmp/x.so}\\x0d    #"],
+        ["nvidia", "U+2028 in nvidia-smi's error", "\\u{2028}      env: {HTTPS_PROXY: http://203.0.113.9:3128}\\u{2028}    #"],
+    ])("%s (%s, with YAML after it): written as visible escapes; the nodes are the honest ones", (mode, _what, escaped) => {
+        const r = lie(mode);
+        expect(r.err).toBe("");
+        expect(r.code).toBe(0);
+        const text = fs.readFileSync(out(), "utf8");
+        expect(text).toContain(escaped);
+        expect(text).not.toMatch(/[\r\u0085\u2028\u2029]/);
+        // the same nodes as the honest discovery of these hosts (the local stack's), read as yaml, js-yaml and go-yaml would
+        const local = stackConfig(path.join(ROOT, "stacks", "Pulumi.local.yaml"));
+        expect(stackConfig(out()).nodes).toEqual(local.nodes);
+        const goYaml = text.replace(/\r\n?|[\u0085\u2028\u2029]/g, "\n");
+        expect((yaml.load(goYaml) as { config: Record<string, unknown> }).config["vllm-cluster:nodes"]).toEqual(
+            (yaml.load(text) as { config: Record<string, unknown> }).config["vllm-cluster:nodes"],
+        );
+        expect(text).not.toMatch(/^\s+(LD_PRELOAD|HTTPS_PROXY):/m);
+    });
+
+    test.each([
+        ["hostname", 'hostname "spark-2\\x0d      env: {LD_PRELOAD: /tmp/x.so}" is not a host name (letters, digits, - _ and .)'],
+        ["runtime", 'docker runtime "runc\\x0a      env: {LD_PRELOAD: /tmp/x.so}" is not a runtime name'],
+    ])("%s that breaks the rule of such a name: refused naming spark-2 and the fact; nothing written", (mode, why) => {
+        const r = lie(mode);
+        expect(r.code).toBe(2);
+        expect(r.err).toContain(`root@10.231.0.12: its probe says ${why}`);
+        expect(r.err).not.toContain("root@10.231.0.11: its probe");
+        expect(r.err).not.toMatch(/[\r\u2028]/);
+        expect(fs.existsSync(out())).toBe(false);
+    });
+
+    test("fabric addresses that are no IPv4 address (192.168.200.0x0d, 1.192.168.200.13, 192.168.200. 13): each refused and named", () => {
+        const r = lie("addresses");
+        expect(r.code).toBe(2);
+        for (const bad of ["192.168.200.0x0d/24", "1.192.168.200.13/24", "192.168.200. 13/24"]) {
+            expect(r.err).toContain(
+                `root@10.231.0.12: its probe says address of fabric1 "${bad}" is not an IPv4 address with a prefix length (a.b.c.d/n)`,
+            );
+        }
+        expect(fs.existsSync(out())).toBe(false);
+    });
+});

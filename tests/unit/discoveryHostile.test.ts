@@ -208,7 +208,7 @@ function keys(v: unknown): string[] {
 describe("a hostile host's text in every probed field", () => {
     const ROUNDS = 300;
 
-    test(`${ROUNDS} random lies: the file's nodes equal an honest twin's under every reading, or the lie is refused naming host and fact`, () => {
+    test("random lies (300 seeds): the file's nodes equal an honest twin's under every reading, or the lie is refused naming host and fact", () => {
         let written = 0;
         let refused = 0;
         for (let seed = 1; seed <= ROUNDS; seed++) {

@@ -166,7 +166,8 @@ describe.each(HUB_CLIENTS)("huggingface_hub %s", (version) => {
         expect(range.map((q) => [q.range, q.status])).toEqual([["bytes=100000-", 206]]);
     }, 120_000);
 
-    test.each(hostileFor(version).map(([name, why]) => [title(name), HOSTILE.findIndex(([n]) => n === name), why] as const))(
+    const hostileCases = hostileFor(version).map(([name, why]) => [title(name), HOSTILE.findIndex(([n]) => n === name), why] as const);
+    test.each(hostileCases)(
         "a listing naming %s is refused before anything is fetched, naming the file",
         (_shown, i, why) => {
             const repo = `vllm-cluster-test/hostile-${i}`;
