@@ -2,8 +2,9 @@
  * The model chain's receiving end on a simulated host, over the real ssh: spark-2 runs the hop script's `load` (as
  * the host before it in a chain would have it run) on streams a hostile source could send. The two-stream race
  * (stream 0 carries `cfg -> outside`, stream 1 `cfg/authorized_keys`) and a link an earlier copy left in the model
- * directory: nothing lands outside it, and each refusal names the node, the stream and the member. No Pulumi engine:
- * the threat is in the script. The same with a stand-in ssh in tests/unit/modelChainReceiver.test.ts. Run by
+ * directory: nothing lands outside it, and each refusal names the node, the stream and the member. And an honest copy
+ * from spark-1 (two streams, a hard-linked file, awkward names) still lands whole. No Pulumi engine: the threat is
+ * in the scripts. The same with a stand-in ssh in tests/unit/modelChainReceiver.test.ts. Run by
  * tests/integration/run.sh.
  */
 import { spawn } from "child_process";
@@ -11,6 +12,7 @@ import * as fs from "fs";
 import * as path from "path";
 import { hopSsh } from "../../infra/builders/chain";
 import { CHAIN_REFUSED, StreamShare, modelEnds } from "../../infra/builders/modelChain";
+import { modelChainProvider } from "../../infra/providers/modelChain";
 import { Member, hostileTar } from "../lib/hostileTar";
 import { Hosts, stackConfig } from "./hosts";
 
@@ -18,7 +20,6 @@ const ROOT = path.join(__dirname, "..", "..");
 const TESTBED = process.env.VCL_TESTBED_DIR ?? "/var/lib/vllm-cluster-testbed";
 /** spark-2's own directory, as its sessions see it and as this machine does. */
 const ON_HOST = path.posix.join(TESTBED, "own", "receiver-test");
-const HERE = path.join(TESTBED, "hosts", "spark-2", "own", "receiver-test");
 const MODEL = path.posix.join(ON_HOST, "model");
 const OUTSIDE = path.posix.join(ON_HOST, "outside");
 const KEY = "ssh-ed25519 AAAA attacker\n";
@@ -57,9 +58,12 @@ async function listing(dir: string): Promise<string[]> {
 }
 
 beforeEach(async () => {
-    await hosts.must("spark-2", ["sh", "-c", 'rm -rf "$1" && mkdir -p "$2"', "reset", ON_HOST, OUTSIDE]);
+    for (const n of ["spark-1", "spark-2"]) await hosts.must(n, ["sh", "-c", 'rm -rf "$1" && mkdir -p "$2"', "reset", ON_HOST, OUTSIDE]);
 });
-afterAll(() => fs.rmSync(HERE, { recursive: true, force: true }));
+afterAll(() => {
+    for (const n of ["spark-1", "spark-2"])
+        fs.rmSync(path.join(TESTBED, "hosts", n, "own", "receiver-test"), { recursive: true, force: true });
+});
 
 describe("the model chain's receiver on spark-2, over ssh", () => {
     test("the two-stream race, one after the other and at once: the link is refused, nothing lands outside", async () => {
@@ -97,5 +101,34 @@ describe("the model chain's receiver on spark-2, over ssh", () => {
         );
         expect(await listing(OUTSIDE)).toEqual([]);
         expect(await listing(MODEL)).toEqual(["cfg (l)", "config.json (f)"]);
+    }, 120_000);
+
+    test("an honest chain copy, spark-1 to spark-2 in two streams (a hard-linked file, names with spaces and a leading dash), lands whole", async () => {
+        await hosts.must("spark-1", [
+            "sh",
+            "-c",
+            'mkdir -p "$1/sub dir" && head -c 3000000 /dev/urandom >"$1/model.safetensors" && echo "{}" >"$1/config.json" && ' +
+                'ln "$1/config.json" "$1/sub dir/same.json" && printf x >"$1/-x odd"',
+            "make",
+            MODEL,
+        ]);
+        const member = (node: string) => ({ node, target: hosts.target(node) });
+        const r = await modelChainProvider.create!({
+            hostPath: MODEL,
+            source: member("spark-1"),
+            members: [member("spark-2")],
+            streams: 2,
+        });
+        const outs = r.outs as { digest: string; digests: Record<string, string>; files: number; copied: string[] };
+        expect(outs.files).toBe(4);
+        expect(outs.copied).toEqual(["spark-2"]);
+        expect(outs.digests["spark-2"]).toBe(outs.digest);
+        expect(await listing(MODEL)).toEqual([
+            "config.json (f)",
+            "model.safetensors (f)",
+            "odd\nname (f)",
+            "sub dir (d)",
+            "sub dir/same.json (f)",
+        ]);
     }, 120_000);
 });

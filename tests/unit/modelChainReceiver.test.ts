@@ -181,6 +181,21 @@ test("a refused stream fails the copy whatever the manifests say afterwards, nam
     expect(fs.readFileSync(path.join(modelDir(2), "sub", "vocab.txt"), "utf8")).toBe("old\n");
 });
 
+test("an honest source with two names for one file (a hard link) sends both as regular files, which land", async () => {
+    fs.mkdirSync(path.join(modelDir(1), "sub"), { recursive: true });
+    fs.writeFileSync(path.join(modelDir(1), "config.json"), "{}\n");
+    fs.linkSync(path.join(modelDir(1), "config.json"), path.join(modelDir(1), "sub", "same.json"));
+    execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", path.join(dir, "id")]);
+    fs.writeFileSync(
+        path.join(dir, "known_hosts"),
+        [1, 2].map((i) => `${target(i).host} ${generatedHostKeys(2)[i - 1]}`).join("\n") + "\n",
+    );
+    const member = (i: number) => ({ node: `spark-${i}`, target: target(i) });
+    const r = await modelChainProvider.create!({ hostPath: HOST_PATH, source: member(1), members: [member(2)], streams: 1 });
+    expect((r.outs as { copied: string[] }).copied).toEqual(["spark-2"]);
+    expect(listing(modelDir(2))).toEqual(["config.json (f)", "sub (d)", "sub/same.json (f)"]);
+});
+
 test("the program's CHAIN_REFUSED is the scripts' REFUSED", () => {
     expect(scriptFile("model_lib.bash").text).toContain(`export REFUSED=${CHAIN_REFUSED}\n`);
 });
