@@ -151,7 +151,6 @@ describe("the stack file", () => {
             fabric: f.addrs,
             templatePath: "stacks/Pulumi.spark.yaml",
             templateText: template + extraTemplate,
-            templateEnv: {},
             identity: "~/.ssh/id_ed25519",
             knownHosts: "~/.ssh/known_hosts",
         });
