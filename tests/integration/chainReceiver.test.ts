@@ -124,9 +124,9 @@ describe("the model chain's receiver on spark-2, over ssh", () => {
         expect(outs.copied).toEqual(["spark-2"]);
         expect(outs.digests["spark-2"]).toBe(outs.digest);
         expect(await listing(MODEL)).toEqual([
+            "-x odd (f)",
             "config.json (f)",
             "model.safetensors (f)",
-            "odd\nname (f)",
             "sub dir (d)",
             "sub dir/same.json (f)",
         ]);
