@@ -5,7 +5,10 @@
  * `bench` (simulated hosts, the real engine, the manual procedure): only bench/run.sh selects it.
  * `languages` (the real engine and the Python and YAML language hosts, no hosts): only tests/languages/run.sh selects it.
  */
-const tsJest = ["ts-jest", { tsconfig: "tsconfig.json", isolatedModules: false }];
+// Each file transpiled on its own (tests/tsconfig.jest.json sets isolatedModules): no type check per test file,
+// which the static stage's tsc --strict does once for the whole tree (tests included). A fresh clone has no jest
+// cache, and a type-checked transform costs seconds per file on 2 cores.
+const tsJest = ["ts-jest", { tsconfig: "tests/tsconfig.jest.json" }];
 
 /** One jest project: the TypeScript tests under `root`. */
 const project = (displayName, root) => ({
