@@ -5,8 +5,10 @@ import type { ModelConfig, ServeConfig } from "../infra/config";
 import { containerOptions } from "../infra/builders/containers";
 import { SecretFile, apiKeyFile, apiKeyHash, secretFileCommands, secretHash, tlsCertFile, tlsKeyFile } from "../infra/builders/key";
 import { serveReadinessCommand, serveReadinessSpec } from "../infra/builders/readiness";
+import { serveArgsCheckCommand } from "../infra/builders/serveArgsCheck";
 import { HostCheck } from "../infra/providers/hostCheck";
 import { KeyFile } from "../infra/providers/keyFile";
+import { ServeArgsCheck } from "../infra/providers/serveArgsCheck";
 import type { TlsMaterial } from "../infra/tls";
 import { SparkNode } from "./sparkNode";
 
@@ -27,6 +29,8 @@ export interface ServeContainer {
      * restarts with it).
      */
     args: (files: ServeFileHashes, earlierIds: pulumi.Output<string>[]) => docker.ContainerArgs;
+    /** The command carries values from secret config (serve set with --secret): a refused value is never shown. */
+    secretArgs?: boolean;
 }
 
 /** Hashes of the files installed on the head for the API server (not secret: one-way, of random or public data). */
@@ -63,6 +67,8 @@ export class ServeEndpoint extends pulumi.ComponentResource {
     /** With TLS: the certificate and the TLS key on the head. */
     public readonly tlsFiles: KeyFile[];
     public readonly containers: docker.Container[];
+    /** Each container's command, checked by the image's own vLLM on its host before the container is made or replaced. */
+    public readonly argsChecks: ServeArgsCheck[];
     public readonly readiness: HostCheck;
     /** OpenAI-compatible base URL, resolved once readiness passed. */
     public readonly endpoint: pulumi.Output<string>;
@@ -90,13 +96,19 @@ export class ServeEndpoint extends pulumi.ComponentResource {
         const hashes: ServeFileHashes = { apiKeyHash: keyHash, tlsHash: tls?.hash };
 
         this.containers = [];
+        this.argsChecks = [];
         for (const c of args.containers) {
             const earlier = this.containers.map((x) => x.id);
+            const containerArgs = c.args(hashes, earlier);
+            // The command, checked by the image's own vLLM on the host that runs it: a change it refuses fails the
+            // operation (and the preview) before the running container, replaced delete-first, is touched.
+            const check = serveArgsCheck(this, c, containerArgs);
+            this.argsChecks.push(check);
             this.containers.push(
                 new docker.Container(
                     c.name,
-                    c.args(hashes, earlier),
-                    containerOptions(this, c.host, [this.apiKeyFile, ...this.tlsFiles, ...(args.after ?? [])]),
+                    containerArgs,
+                    containerOptions(this, c.host, [this.apiKeyFile, ...this.tlsFiles, ...(args.after ?? []), check]),
                 ),
             );
         }
@@ -118,6 +130,24 @@ export class ServeEndpoint extends pulumi.ComponentResource {
 
         this.registerOutputs({ endpoint: this.endpoint });
     }
+}
+
+/** The check of one serve container's command (`<container name without -container>-args-check`). */
+function serveArgsCheck(parent: pulumi.Resource, c: ServeContainer, containerArgs: docker.ContainerArgs): ServeArgsCheck {
+    const node = c.host.node.name;
+    const image = pulumi.output(containerArgs.image);
+    return new ServeArgsCheck(
+        `${c.name.replace(/-container$/, "")}-args-check`,
+        {
+            what: `serve arguments on node ${node}`,
+            node,
+            image,
+            command: containerArgs.command!,
+            checkScript: image.apply((id) => serveArgsCheckCommand(c.host.ssh, node, id)),
+            secretArgs: c.secretArgs ?? false,
+        },
+        { parent, dependsOn: [c.host.preflight], additionalSecretOutputs: c.secretArgs ? ["command"] : [] },
+    );
 }
 
 /** A file the API server reads at start, installed on the head from a secret (SecretFile says where). */

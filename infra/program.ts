@@ -211,6 +211,7 @@ function buildNative({ cfg, host, input, endpoint }: GraphContext): BackendOutpu
         ranks.map((node, nodeRank) => ({
             name: `serve-rank-${nodeRank}-container`,
             host: host(node.name),
+            secretArgs: secretServeArgs(cfg, input(node).secrets),
             args: (files, earlier) =>
                 nativeRankContainerArgs({
                     ...input(node),
@@ -227,6 +228,11 @@ function buildNative({ cfg, host, input, endpoint }: GraphContext): BackendOutpu
         rayDashboard: "none (backend native runs no Ray)",
         clusterFingerprint: pulumi.all(serve.containers.map((c) => c.id)).apply(joinFingerprint),
     };
+}
+
+/** Whether the serve command carries values from secret config (serve.extraArgs set with --secret). */
+function secretServeArgs(cfg: ClusterConfig, secrets: SecretConfig): boolean {
+    return secrets.serveArgs && cfg.serve.extraArgs.length > 0;
 }
 
 /** Every node as the Ray cluster's probe expects it: its name, fabric IP and (for messages) its management address. */
@@ -252,6 +258,7 @@ function buildRay(ctx: GraphContext): BackendOutputs {
         {
             name: "serve-container",
             host: head,
+            secretArgs: secretServeArgs(cfg, input(cfg.head).secrets),
             args: (files) =>
                 serveContainerArgs({
                     ...input(cfg.head),
