@@ -106,6 +106,8 @@ interface GraphContext {
     /** What every container on `node` takes from the config, and the image ID on that host. */
     input: (node: NodeConfig) => ContainerInput;
     endpoint: (containers: ServeContainer[]) => ServeEndpoint;
+    /** Which free-form values came from secret config. */
+    secrets: SecretConfig;
 }
 
 type BackendOutputs = Pick<ClusterOutputs, "endpoint" | "apiKey" | "rayDashboard" | "clusterFingerprint">;
@@ -169,6 +171,7 @@ export function buildCluster(
     const roster = stackRoster(cfg, stack, host);
     const ctx: GraphContext = {
         cfg,
+        secrets,
         roster,
         host,
         head,
@@ -205,13 +208,13 @@ export function buildCluster(
 }
 
 /** vLLM's own multi-node: no Ray containers and no Ray probe; rank 0's readiness check is the gate. */
-function buildNative({ cfg, host, input, endpoint }: GraphContext): BackendOutputs {
+function buildNative({ cfg, host, input, endpoint, secrets }: GraphContext): BackendOutputs {
     const ranks = [cfg.head, ...cfg.workers];
     const serve = endpoint(
         ranks.map((node, nodeRank) => ({
             name: `serve-rank-${nodeRank}-container`,
             host: host(node.name),
-            secretArgs: secretServeArgs(cfg, input(node).secrets),
+            secretArgs: secretServeArgs(cfg, secrets),
             args: (files, earlier) =>
                 nativeRankContainerArgs({
                     ...input(node),
@@ -242,7 +245,7 @@ function rayNodes(cfg: ClusterConfig): { name: string; fabricIp: string; sshHost
 
 /** Ray head, a worker per other host, the gate that waits for all of them on their fabric IPs, serve on the head. */
 function buildRay(ctx: GraphContext): BackendOutputs {
-    const { cfg, host, head, endpoint, input } = ctx;
+    const { cfg, host, head, endpoint, input, secrets } = ctx;
     const ray = { objectStoreMemoryBytes: cfg.ray.objectStoreMemoryBytes, ports: cfg.ray };
     const rayHead = new RayHead("ray-head", { ...input(cfg.head), ...ray, host: head, auth: cfg.ray.auth });
     const workers = cfg.workers.map(
@@ -258,7 +261,7 @@ function buildRay(ctx: GraphContext): BackendOutputs {
         {
             name: "serve-container",
             host: head,
-            secretArgs: secretServeArgs(cfg, input(cfg.head).secrets),
+            secretArgs: secretServeArgs(cfg, secrets),
             args: (files) =>
                 serveContainerArgs({
                     ...input(cfg.head),

@@ -461,10 +461,11 @@ async function stopEngine(n: string): Promise<void> {
     await waitFor(`${n}'s engine to exit`, async () => (await runArgv(["kill", "-0", pid])).code !== 0, 120_000);
 }
 
-test("crash loop: a flag vLLM rejects starts serve.maxRestarts + 1 times in all, an engine restart in the middle of the loop included; up names the used-up budget; the fixed config converges", async () => {
+test("crash loop: a tokenizer path that is not there (the image's vLLM accepts the flag, then fails at start) starts serve.maxRestarts + 1 times in all, an engine restart in the middle of the loop included; up names the used-up budget; the fixed config converges", async () => {
     const good = [...hosts.cfg.serve.extraArgs];
     const max = hosts.cfg.serve.maxRestarts + 1;
-    editConfig(p, (c) => ((c.serve as Record<string, unknown>).extraArgs = [...good, "--no-such-flag"]));
+    // a flag the serve arguments check refuses never reaches the server (cluster.test.ts); this one passes it
+    editConfig(p, (c) => ((c.serve as Record<string, unknown>).extraArgs = [...good, "--tokenizer", "/models/no-such-tokenizer"]));
     // spark-1's engine restarted (as at a reboot) once the loop is at its second start: Docker's own restart count
     // starts again at 0 then; the budget kept on the host's disk must not
     let restartedAt = "";
@@ -517,7 +518,7 @@ test("crash loop: a flag vLLM rejects starts serve.maxRestarts + 1 times in all,
     expect(Number(state.split(" ")[2])).toBeLessThan(max);
     expect(vllmStarts).toBe(max);
     row(
-        "serve flag vLLM rejects (crash loop), spark-1's engine restarted at start 2",
+        "serve fails at start (a tokenizer path that is not there: a crash loop), spark-1's engine restarted at start 2",
         `${max} starts in all (serve.maxRestarts + 1), then stopped; up and refresh name the budget`,
         `engine restarted at "${restartedAt.slice(65)}"; vLLM started ${vllmStarts} times; then ${state.split(" ").slice(0, 2).join(" ")} (Docker's RestartCount ${state.split(" ")[2]}); up: ${lineOf(errorsOf(bad), /crash budget/)}; refresh ${look.ok ? "recorded" : "failed:"} ${lineOf(problem, /crash budget/)}`,
         bad,

@@ -10,6 +10,7 @@ import { RAY_TOKEN_ENV } from "../../infra/builders/containers";
 import { RAY_TOKEN_CONTAINER_PATH, apiKeyHostPath, compileCacheHostDir, nodeStateDir, rayTokenHostPath } from "../../infra/builders/node";
 import { shellQuote } from "../../infra/builders/quote";
 import { CONTAINER, LABEL } from "../../infra/contract";
+import { serveArgsCheckProvider } from "../../infra/providers/serveArgsCheck";
 import {
     OpResult,
     Project,
@@ -22,6 +23,7 @@ import {
     preview,
     refresh,
     removeProject,
+    stateResources,
     up,
 } from "./engine";
 import { HANDOFF, expectNothingLeft, handOver } from "./handoff";
@@ -377,13 +379,75 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
         }
     }, 120_000);
 
+    test("a serve change the image's vLLM refuses (an unknown flag): preview says serve would not start, up fails naming it, the server is untouched and answers", async () => {
+        await serving();
+        const before = await ids();
+        const saved = stackConfig(p.stackFile).serve.extraArgs;
+        const says = "--no-such-flag is not a flag of vLLM 0.32.0";
+        editConfig(p, (c) => ((c.serve as Record<string, unknown>).extraArgs = [...saved, "--no-such-flag"]));
+        try {
+            const pv = await preview(p, { diff: true });
+            expect(pv.ok).toBe(false);
+            expect(pv.output + (pv.error ?? "")).toContain("serve would not start on node spark-1: ");
+            expect(pv.output + (pv.error ?? "")).toContain(says);
+            const r = await timedUp("serve-refused-unknown-flag");
+            expect(r.ok).toBe(false);
+            expect(r.output + (r.error ?? "")).toContain(says);
+            expect(r.output + (r.error ?? "")).toContain("the running server was not touched");
+            expect(r.ops["serve-container"]).toBeUndefined();
+            expect(await ids()).toEqual(before);
+            expect((await chat(endpoint, model, apiKey)).status).toBe(200);
+        } finally {
+            editConfig(p, (c) => ((c.serve as Record<string, unknown>).extraArgs = saved));
+        }
+    }, 600_000);
+
+    // The other refusals take the same path through the engine as the one above (the provider's check fails the
+    // registration; serve depends on it): here the provider's own check, with the deployed check's inputs, against the
+    // image on the head, for each change; the deployed command itself and a valid change pass.
+    test.each<[string, (command: string[]) => string[], string]>([
+        ["the deployed command", (c) => c, ""],
+        ["a valid change (--max-num-seqs 4)", (c) => [...c, "--max-num-seqs", "4"], ""],
+        ["an unknown flag", (c) => [...c, "--no-such-flag"], "--no-such-flag is not a flag of vLLM 0.32.0"],
+        [
+            "a tool call parser the image's vLLM does not know",
+            (c) => [...c, "--enable-auto-tool-choice", "--tool-call-parser", "nope"],
+            "--tool-call-parser nope: not a tool call parser of vLLM 0.32.0; it accepts: ",
+        ],
+        ["a value of the wrong type", (c) => [...c, "--max-model-len", "abc"], "--max-model-len: "],
+        ["a choice vLLM does not offer", (c) => [...c, "--dtype", "float7"], "--dtype: invalid choice: 'float7'"],
+    ])(
+        "the serve arguments check on the head's image: %s",
+        async (_what, commandOf, says) => {
+            const deployed = (await stateResources(p)).find((r) => r.name === "serve-args-check");
+            if (!deployed) throw new Error("no serve-args-check in the state");
+            const inputs = deployed.outputs as Record<string, unknown> & { command: string[] };
+            expect(inputs.command.slice(0, 2)).toEqual(["vllm", "serve"]);
+            const news = { ...inputs, command: commandOf(inputs.command), vllm: undefined };
+            const r = await serveArgsCheckProvider.check!(undefined, news);
+            if (says === "") {
+                expect(r.failures ?? []).toEqual([]);
+                expect(r.inputs.vllm).toBe("0.32.0");
+            } else {
+                expect(r.failures).toHaveLength(1);
+                expect(r.failures![0].reason).toContain("serve would not start on node spark-1: ");
+                expect(r.failures![0].reason).toContain(says);
+                expect(r.failures![0].reason).toContain("the running server was not touched");
+            }
+            // the check ran beside the serving cluster and left it serving
+            expect((await chat(endpoint, model, apiKey)).status).toBe(200);
+        },
+        120_000,
+    );
+
     test("a serve argument change: preview names the flag; up replaces only serve and its readiness check", async () => {
         await serving();
         const before = await ids();
         const maxLen = hosts.cfg.serve.maxModelLen! / 2;
         editConfig(p, (c) => ((c.serve as Record<string, unknown>).maxModelLen = maxLen));
         const pv = expectOk(await preview(p, { diff: true }));
-        expect(changed(pv)).toEqual(["replace serve-container", "update serve-readiness"]);
+        // the new command is checked by the image's own vLLM on the head first (serve-args-check)
+        expect(changed(pv)).toEqual(["replace serve-container", "update serve-args-check", "update serve-readiness"]);
         // what the pull-request workflow posts as a comment carries neither secret
         const token = (await hosts.must(head, ["cat", rayTokenHostPath(hosts.cfg.stateDir, head)])).trim();
         expect(pv.output).not.toContain(apiKey);
@@ -406,7 +470,7 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
                 `>${shellQuote(`${plant}/vllm_cluster_guard/__init__.py`)}`,
         ]);
         const r = expectOk(await timedUp("serve-arg-change-to-serving"));
-        expect(changed(r)).toEqual(["replace serve-container", "update serve-readiness"]);
+        expect(changed(r)).toEqual(["replace serve-container", "update serve-args-check", "update serve-readiness"]);
         expect((await chat(endpoint, model)).status).toBe(401);
         expect((await request("POST", `${endpoint.replace(/\/v1$/, "")}/invocations`, { body: {} })).status).toBe(401);
         await hosts.must(head, ["rm", "-rf", plant]);

@@ -125,7 +125,9 @@ describe("image.build: built on the source host, distributed, served", () => {
         expect(ops).toEqual(expect.arrayContaining(["update image-build", "update image-chain"]));
         // what changed is the image, its copies and checks, and the containers made from it; nothing else
         for (const op of ops) {
-            expect(op).toMatch(/^(update image-|replace .*container|update (serve-readiness|cluster-ready-probe|ray-gate))/);
+            expect(op).toMatch(
+                /^(update image-|replace .*container|update (serve-readiness|serve-args-check|cluster-ready-probe|ray-gate))/,
+            );
         }
         const rebuilt = await hosts.imageId(head, REF);
         expect(await hosts.imageId(worker, REF)).toBe(rebuilt);

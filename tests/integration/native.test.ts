@@ -8,6 +8,7 @@ import * as path from "path";
 import { apiKeyHostPath } from "../../infra/builders/node";
 import { shellQuote } from "../../infra/builders/quote";
 import { CONTAINER, LABEL } from "../../infra/contract";
+import { serveArgsCheckProvider } from "../../infra/providers/serveArgsCheck";
 import { Project, changed, destroy, editConfig, expectOk, openProject, preview, removeProject, stateResources, up } from "./engine";
 import { Hosts, stackConfig } from "./hosts";
 import { Answer, greedyAnswer, tp1Reference } from "./reference";
@@ -177,16 +178,54 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
         expect([await hosts.containerId(head, CONTAINER.serve), await hosts.containerId(worker, CONTAINER.serve)]).toEqual(ranks);
     }, 600_000);
 
+    test("each rank's command is checked by the image's own vLLM on its host: the headless rank's refusal names spark-2; the ranks keep serving", async () => {
+        await serving();
+        const state = await stateResources(p);
+        for (const [rank, node] of [
+            [0, head],
+            [1, worker],
+        ] as const) {
+            const deployed = state.find((r) => r.name === `serve-rank-${rank}-args-check`);
+            if (!deployed) throw new Error(`no serve-rank-${rank}-args-check in the state`);
+            const inputs = deployed.outputs as Record<string, unknown> & { command: string[]; node: string };
+            expect(inputs.node).toBe(node);
+            if (rank === 1) expect(inputs.command).toContain("--headless");
+            const ok = await serveArgsCheckProvider.check!(undefined, { ...inputs, vllm: undefined });
+            expect(ok.failures ?? []).toEqual([]);
+            expect(ok.inputs.vllm).toBe("0.32.0");
+            const bad = await serveArgsCheckProvider.check!(undefined, {
+                ...inputs,
+                command: [...inputs.command, "--no-such-flag"],
+                vllm: undefined,
+            });
+            expect(bad.failures).toHaveLength(1);
+            expect(bad.failures![0].reason).toContain(`serve would not start on node ${node}: --no-such-flag is not a flag of vLLM 0.32.0`);
+        }
+        expect((await chat(endpoint, model, apiKey)).status).toBe(200);
+    }, 300_000);
+
     test("a serve argument change replaces every rank and the readiness check, nothing else; the value is in effect", async () => {
         await serving();
         const before = [await hosts.containerId(head, CONTAINER.serve), await hosts.containerId(worker, CONTAINER.serve)];
         const maxLen = hosts.cfg.serve.maxModelLen! / 2;
         editConfig(p, (c) => ((c.serve as Record<string, unknown>).maxModelLen = maxLen));
         const pv = expectOk(await preview(p, { diff: true }));
-        expect(changed(pv)).toEqual(["replace serve-rank-0-container", "replace serve-rank-1-container", "update serve-readiness"]);
+        expect(changed(pv)).toEqual([
+            "replace serve-rank-0-container",
+            "replace serve-rank-1-container",
+            "update serve-rank-0-args-check",
+            "update serve-rank-1-args-check",
+            "update serve-readiness",
+        ]);
         const r = expectOk(await up(p));
         timings["serve-arg-change-to-serving"] = Math.round(r.seconds * 10) / 10;
-        expect(changed(r)).toEqual(["replace serve-rank-0-container", "replace serve-rank-1-container", "update serve-readiness"]);
+        expect(changed(r)).toEqual([
+            "replace serve-rank-0-container",
+            "replace serve-rank-1-container",
+            "update serve-rank-0-args-check",
+            "update serve-rank-1-args-check",
+            "update serve-readiness",
+        ]);
         const after = [await hosts.containerId(head, CONTAINER.serve), await hosts.containerId(worker, CONTAINER.serve)];
         expect(after[0]).not.toBe(before[0]);
         expect(after[1]).not.toBe(before[1]);

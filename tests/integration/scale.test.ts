@@ -35,7 +35,16 @@ const SPARK3_OWN = [
  */
 const HOST_LIST_DEPENDENTS = {
     replace: ["serve-container"],
-    update: ["cluster-ready-probe", "image-chain", "roster", "serve-readiness", "spark-1-preflight", "spark-2-preflight"],
+    // serve-args-check: the new command (tensor parallel 3 or 2) is checked by the image's vLLM before serve is replaced
+    update: [
+        "cluster-ready-probe",
+        "image-chain",
+        "roster",
+        "serve-args-check",
+        "serve-readiness",
+        "spark-1-preflight",
+        "spark-2-preflight",
+    ],
 };
 
 type RawNode = Record<string, unknown> & { name: string; env: Record<string, string> };

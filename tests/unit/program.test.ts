@@ -14,6 +14,7 @@ import { SERVE_ENTRYPOINT, joinFingerprint } from "../../infra/builders/vllm";
 import { hostCheckProvider } from "../../infra/providers/hostCheck";
 import { keyFileProvider } from "../../infra/providers/keyFile";
 import { rosterProvider } from "../../infra/providers/roster";
+import { serveArgsCheckProvider } from "../../infra/providers/serveArgsCheck";
 import { imageChainProvider } from "../../infra/providers/imageChain";
 import { imagePresenceProvider } from "../../infra/providers/imagePresence";
 import { modelChainProvider } from "../../infra/providers/modelChain";
@@ -120,6 +121,7 @@ function expectedGraph(cfg: ClusterConfig): [string, string, string, string][] {
     rows.push(
         ["serve", T.serve, "", ""],
         ["serve-api-key-file", T.dynamic, "serve", ""],
+        ["serve-args-check", T.dynamic, "serve", ""],
         ["serve-container", T.container, "serve", `${cfg.head.name}-docker`],
         ["serve-readiness", T.dynamic, "serve", ""],
     );
@@ -638,7 +640,8 @@ describe("restart scope: exactly these resources see changed inputs", () => {
         expect(await scope("spark", (r) => (r.serve.maxModelLen = 16384))).toEqual({
             added: [],
             removed: [],
-            changed: ["serve-container", "serve-readiness"],
+            // the new command is checked by the image's own vLLM before serve is replaced
+            changed: ["serve-args-check", "serve-container", "serve-readiness"],
         });
     });
 
@@ -653,6 +656,7 @@ describe("restart scope: exactly these resources see changed inputs", () => {
                 "image-spark-2",
                 "ray-head-container",
                 "ray-worker-spark-2-container",
+                "serve-args-check",
                 "serve-container",
                 "serve-readiness",
             ],
@@ -700,6 +704,7 @@ describe("restart scope: exactly these resources see changed inputs", () => {
                 "cluster-ready-probe",
                 "image-chain",
                 "roster",
+                "serve-args-check",
                 "serve-container",
                 "serve-readiness",
                 "spark-1-preflight",
@@ -756,6 +761,7 @@ describe("spark stack: a changed upstream output changes the inputs of exactly w
                 "image-spark-2",
                 "ray-head-container",
                 "ray-worker-spark-2-container",
+                "serve-args-check",
                 "serve-container",
                 "serve-readiness",
             ],
@@ -779,23 +785,25 @@ describe("spark stack: a changed upstream output changes the inputs of exactly w
 describe("dynamic providers reach the engine serialized (real closure serialization, nothing mocked)", () => {
     test("each loads as a module whose provider diffs as the source does", async () => {
         const dynamic = runs.local.resources.filter((r) => r.type === T.dynamic);
-        // per node: image presence and the Ray token file; the image chain, the gate, the key file, serve readiness
-        // and the two TLS files
-        expect(dynamic).toHaveLength(configs.local.nodes.length * 2 + 7);
+        // per node: image presence and the Ray token file; the image chain, the gate, the key file, serve's arguments
+        // check and readiness, and the two TLS files
+        expect(dynamic).toHaveLength(configs.local.nodes.length * 2 + 8);
         for (const r of dynamic) {
             const mod = { exports: {} as { handler?: () => pulumi.dynamic.ResourceProvider } };
             vm.runInNewContext(r.serializedProvider ?? "", { exports: mod.exports, require });
             const loaded = mod.exports.handler!();
-            const source =
-                "waitScript" in r.inputs
-                    ? hostCheckProvider
-                    : "keyHash" in r.inputs
-                      ? keyFileProvider
-                      : "members" in r.inputs && "ref" in r.inputs
-                        ? imageChainProvider
-                        : "members" in r.inputs
-                          ? rosterProvider
-                          : imagePresenceProvider;
+            const argsCheck = "checkScript" in r.inputs && "command" in r.inputs;
+            const source = argsCheck
+                ? serveArgsCheckProvider
+                : "waitScript" in r.inputs
+                  ? hostCheckProvider
+                  : "keyHash" in r.inputs
+                    ? keyFileProvider
+                    : "members" in r.inputs && "ref" in r.inputs
+                      ? imageChainProvider
+                      : "members" in r.inputs
+                        ? rosterProvider
+                        : imagePresenceProvider;
             expect(Object.keys(loaded).sort()).toEqual(Object.keys(source).sort());
             const news = {
                 ...r.inputs,
@@ -803,6 +811,7 @@ describe("dynamic providers reach the engine serialized (real closure serializat
                 triggers: ["other"],
                 keyHash: "other",
                 members: [{ name: "other", evictScript: "" }],
+                ...(argsCheck ? { command: ["vllm", "serve", "/models/other"] } : {}),
             };
             const diff = await loaded.diff!(r.id, r.outputs, news);
             expect(diff.changes).toBe(true);
@@ -916,7 +925,9 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
         rows.push(
             ["serve", NATIVE_T, "", ""],
             ["serve-api-key-file", T.dynamic, "serve", ""],
+            ["serve-rank-0-args-check", T.dynamic, "serve", ""],
             ["serve-rank-0-container", T.container, "serve", "spark-1-docker"],
+            ["serve-rank-1-args-check", T.dynamic, "serve", ""],
             ["serve-rank-1-container", T.container, "serve", "spark-2-docker"],
             ["serve-readiness", T.dynamic, "serve", ""],
             ["serve-tls-cert-file", T.dynamic, "serve", ""],
@@ -981,7 +992,7 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
     test.each([
         ["serve-rank-0-container", ["serve-rank-1-container", "serve-readiness"]],
         ["serve-rank-1-container", ["serve-readiness"]],
-        ["image-spark-2", ["serve-rank-1-container", "serve-readiness"]],
+        ["image-spark-2", ["serve-rank-1-args-check", "serve-rank-1-container", "serve-readiness"]],
         ["model-chain", ["serve-rank-0-container", "serve-rank-1-container", "serve-readiness"]],
         ["api-key", ["serve-api-key-file", "serve-rank-0-container", "serve-rank-1-container", "serve-readiness"]],
     ])("a changed %s output changes the inputs of exactly %j", async (upstream, changed) => {
@@ -1054,7 +1065,13 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
         expect(await scope((r) => (r.serve.maxModelLen = 2048))).toEqual({
             added: [],
             removed: [],
-            changed: ["serve-rank-0-container", "serve-rank-1-container", "serve-readiness"],
+            changed: [
+                "serve-rank-0-args-check",
+                "serve-rank-0-container",
+                "serve-rank-1-args-check",
+                "serve-rank-1-container",
+                "serve-readiness",
+            ],
         });
     });
 
@@ -1066,7 +1083,14 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
         expect(await scope((r) => (r.native.masterPort = 29600))).toEqual({
             added: [],
             removed: [],
-            changed: ["serve-rank-0-container", "serve-rank-1-container", "serve-readiness", "spark-1-preflight"],
+            changed: [
+                "serve-rank-0-args-check",
+                "serve-rank-0-container",
+                "serve-rank-1-args-check",
+                "serve-rank-1-container",
+                "serve-readiness",
+                "spark-1-preflight",
+            ],
         });
     });
 
@@ -1074,7 +1098,7 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
         const raw = deepClone(loadStackRaw("local"));
         raw.backend = "native";
         const d = diffRuns(runs.local, await runStack("local", validateConfig(raw)));
-        expect(d.added).toEqual(["serve-rank-0-container", "serve-rank-1-container"]);
+        expect(d.added).toEqual(["serve-rank-0-args-check", "serve-rank-0-container", "serve-rank-1-args-check", "serve-rank-1-container"]);
         expect(d.removed).toEqual([
             "cluster-ready",
             "cluster-ready-probe",
@@ -1083,6 +1107,7 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
             "ray-token",
             "ray-worker-spark-2",
             "ray-worker-spark-2-container",
+            "serve-args-check",
             "serve-container",
             "spark-1-ray-token-file",
             "spark-2-ray-token-file",
