@@ -9,7 +9,11 @@
 #   sudo bash tests/integration/run.sh           every file
 #   sudo bash tests/integration/run.sh ray       the backend-ray file only (cluster.test.ts); under npm test
 #                                                (VCL_HANDOFF set) it hands its serving cluster to the fault suite
-#   sudo bash tests/integration/run.sh others    every other file (native, scale, the chain agent, Docker 28 engines)
+#   sudo bash tests/integration/run.sh others    every other file but the Docker 28 cluster (native, scale, the chain
+#                                                agent, discovery, the image build, the Hub download, chain faults)
+#   sudo bash tests/integration/run.sh engines   the Docker 28 cluster (engines.test.ts; npm run test:engines): not in
+#                                                npm test, whose 90 minutes it would pass on the slower 2-core
+#                                                machines (docs/testing.md#how-long)
 #
 # Other arguments go to jest.
 set -uo pipefail
@@ -21,7 +25,8 @@ source tests/lib/testbed-stage.sh
 part=all
 case ${1:-} in
   ray) part=ray; shift; set -- "$@" tests/integration/cluster.test.ts ;;
-  others) part=others; shift; set -- "$@" --testPathIgnorePatterns tests/integration/cluster.test.ts ;;
+  others) part=others; shift; set -- "$@" --testPathIgnorePatterns tests/integration/cluster.test.ts tests/integration/engines.test.ts ;;
+  engines) part=engines; shift; set -- "$@" tests/integration/engines.test.ts ;;
 esac
 
 testbed_stage integration 2 || exit 1
