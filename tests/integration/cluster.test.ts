@@ -10,6 +10,7 @@ import { RAY_TOKEN_ENV } from "../../infra/builders/containers";
 import { RAY_TOKEN_CONTAINER_PATH, apiKeyHostPath, compileCacheHostDir, nodeStateDir, rayTokenHostPath } from "../../infra/builders/node";
 import { shellQuote } from "../../infra/builders/quote";
 import { CONTAINER, LABEL } from "../../infra/contract";
+import { serveArgsCheckCommand } from "../../infra/builders/serveArgsCheck";
 import { serveArgsCheckProvider } from "../../infra/providers/serveArgsCheck";
 import {
     OpResult,
@@ -423,7 +424,10 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
             if (!deployed) throw new Error("no serve-args-check in the state");
             const inputs = deployed.outputs as Record<string, unknown> & { command: string[] };
             expect(inputs.command.slice(0, 2)).toEqual(["vllm", "serve"]);
-            const news = { ...inputs, command: commandOf(inputs.command), vllm: undefined };
+            // the recorded check names its script relative to the directory the engine ran the program in: the same
+            // step made here, from this checkout, with the deployed image
+            const checkScript = serveArgsCheckCommand(hosts.target(head), head, String(inputs.image));
+            const news = { ...inputs, command: commandOf(inputs.command), checkScript, vllm: undefined };
             const r = await serveArgsCheckProvider.check!(undefined, news);
             if (says === "") {
                 expect(r.failures ?? []).toEqual([]);

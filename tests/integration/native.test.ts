@@ -8,6 +8,7 @@ import * as path from "path";
 import { apiKeyHostPath } from "../../infra/builders/node";
 import { shellQuote } from "../../infra/builders/quote";
 import { CONTAINER, LABEL } from "../../infra/contract";
+import { serveArgsCheckCommand } from "../../infra/builders/serveArgsCheck";
 import { serveArgsCheckProvider } from "../../infra/providers/serveArgsCheck";
 import { Project, changed, destroy, editConfig, expectOk, openProject, preview, removeProject, stateResources, up } from "./engine";
 import { Hosts, stackConfig } from "./hosts";
@@ -190,11 +191,14 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
             const inputs = deployed.outputs as Record<string, unknown> & { command: string[]; node: string };
             expect(inputs.node).toBe(node);
             if (rank === 1) expect(inputs.command).toContain("--headless");
-            const ok = await serveArgsCheckProvider.check!(undefined, { ...inputs, vllm: undefined });
+            // the recorded check names its script relative to where the engine ran the program: made here instead
+            const checkScript = serveArgsCheckCommand(hosts.target(node), node, String(inputs.image));
+            const ok = await serveArgsCheckProvider.check!(undefined, { ...inputs, checkScript, vllm: undefined });
             expect(ok.failures ?? []).toEqual([]);
             expect(ok.inputs.vllm).toBe("0.32.0");
             const bad = await serveArgsCheckProvider.check!(undefined, {
                 ...inputs,
+                checkScript,
                 command: [...inputs.command, "--no-such-flag"],
                 vllm: undefined,
             });
