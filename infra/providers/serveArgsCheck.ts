@@ -86,7 +86,9 @@ export const serveArgsCheckProvider: pulumi.dynamic.ResourceProvider = {
         const r = await runCheck(news);
         if (r.problem !== undefined) return { inputs: news, failures: [{ property: "checkScript", reason: r.problem }] };
         const v = r.verdict!;
-        if (!v.ok) return { inputs: news, failures: [{ property: "command", reason: refusalText(news, v) }] };
+        // named on `node`, not `command`: the engine prints the property's value beside the reason, and the command
+        // may carry values from secret config
+        if (!v.ok) return { inputs: news, failures: [{ property: "node", reason: refusalText(news, v) }] };
         return { inputs: { ...news, vllm: v.vllm ?? "unknown" } };
     },
 
