@@ -380,28 +380,53 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
         }
     }, 120_000);
 
-    test("a serve change the image's vLLM refuses (an unknown flag): preview says serve would not start, up fails naming it, the server is untouched and answers", async () => {
-        await serving();
-        const before = await ids();
-        const saved = stackConfig(p.stackFile).serve.extraArgs;
-        const says = "--no-such-flag is not a flag of vLLM 0.32.0";
-        editConfig(p, (c) => ((c.serve as Record<string, unknown>).extraArgs = [...saved, "--no-such-flag"]));
-        try {
-            const pv = await preview(p, { diff: true });
-            expect(pv.ok).toBe(false);
-            expect(pv.output + (pv.error ?? "")).toContain("serve would not start on node spark-1: ");
-            expect(pv.output + (pv.error ?? "")).toContain(says);
-            const r = await timedUp("serve-refused-unknown-flag");
-            expect(r.ok).toBe(false);
-            expect(r.output + (r.error ?? "")).toContain(says);
-            expect(r.output + (r.error ?? "")).toContain("the running server was not touched");
-            expect(r.ops["serve-container"]).toBeUndefined();
-            expect(await ids()).toEqual(before);
-            expect((await chat(endpoint, model, apiKey)).status).toBe(200);
-        } finally {
-            editConfig(p, (c) => ((c.serve as Record<string, unknown>).extraArgs = saved));
-        }
-    }, 600_000);
+    // Each refusal through the engine on the serving cluster: preview says so, up fails before serve is touched,
+    // and the cluster still answers a real completion.
+    test.each<[string, (serve: Record<string, unknown>) => void, string[]]>([
+        [
+            "an unknown flag",
+            (s) => (s.extraArgs = [...(s.extraArgs as string[]), "--no-such-flag"]),
+            ["--no-such-flag is not a flag of vLLM 0.32.0"],
+        ],
+        [
+            "a tool call parser the image's vLLM does not know",
+            (s) => Object.assign(s, { toolCallParser: "nope", enableAutoToolChoice: true }),
+            ["--tool-call-parser nope: not a tool call parser of vLLM 0.32.0; it accepts: ", "qwen3_coder"],
+        ],
+        [
+            "a value of the wrong type",
+            (s) => (s.extraArgs = [...(s.extraArgs as string[]), "--max-num-seqs", "abc"]),
+            ["--max-num-seqs: invalid", "'abc'"],
+        ],
+    ])(
+        "a serve change the image's vLLM refuses (%s): preview says serve would not start, up fails naming it, the server is untouched and answers",
+        async (what, change, says) => {
+            await serving();
+            const before = await ids();
+            // the stack file's own serve section (not the validated one, which has its defaults filled in), as it was
+            let saved: unknown;
+            editConfig(p, (c) => {
+                saved = JSON.parse(JSON.stringify(c.serve));
+                change(c.serve as Record<string, unknown>);
+            });
+            try {
+                const pv = await preview(p, { diff: true });
+                expect(pv.ok).toBe(false);
+                expect(pv.output + (pv.error ?? "")).toContain("serve would not start on node spark-1: ");
+                for (const s of says) expect(pv.output + (pv.error ?? "")).toContain(s);
+                const r = await timedUp(`serve-refused (${what})`);
+                expect(r.ok).toBe(false);
+                for (const s of says) expect(r.output + (r.error ?? "")).toContain(s);
+                expect(r.output + (r.error ?? "")).toContain("the running server was not touched");
+                expect(r.ops["serve-container"]).toBeUndefined();
+                expect(await ids()).toEqual(before);
+                expect((await chat(endpoint, model, apiKey)).status).toBe(200);
+            } finally {
+                editConfig(p, (c) => (c.serve = saved));
+            }
+        },
+        600_000,
+    );
 
     // The other refusals take the same path through the engine as the one above (the provider's check fails the
     // registration; serve depends on it): here the provider's own check, with the deployed check's inputs, against the
