@@ -1061,17 +1061,20 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
         expect(await scope(() => undefined)).toEqual({ added: [], removed: [], changed: [] });
     });
 
+    /** What a change of every rank's command restarts: each rank's check and container, and the readiness check. */
+    const RANKS_RESTARTED = [
+        "serve-rank-0-args-check",
+        "serve-rank-0-container",
+        "serve-rank-1-args-check",
+        "serve-rank-1-container",
+        "serve-readiness",
+    ];
+
     test("restart scope: a serve argument replaces every rank's serve container (and re-checks), nothing else", async () => {
         expect(await scope((r) => (r.serve.maxModelLen = 2048))).toEqual({
             added: [],
             removed: [],
-            changed: [
-                "serve-rank-0-args-check",
-                "serve-rank-0-container",
-                "serve-rank-1-args-check",
-                "serve-rank-1-container",
-                "serve-readiness",
-            ],
+            changed: RANKS_RESTARTED,
         });
     });
 
@@ -1083,14 +1086,7 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
         expect(await scope((r) => (r.native.masterPort = 29600))).toEqual({
             added: [],
             removed: [],
-            changed: [
-                "serve-rank-0-args-check",
-                "serve-rank-0-container",
-                "serve-rank-1-args-check",
-                "serve-rank-1-container",
-                "serve-readiness",
-                "spark-1-preflight",
-            ],
+            changed: [...RANKS_RESTARTED, "spark-1-preflight"],
         });
     });
 
