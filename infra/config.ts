@@ -49,13 +49,13 @@ function problemLines(issue: z.core.$ZodIssue): string[] {
  * that lists every problem as `<key path>: <rule>`, so the operator fixes the stack file in one round. Values of
  * serve.extraArgs and node env are never echoed (they may carry secrets such as a key passed by mistake).
  */
-export function validateConfig(raw: unknown): ClusterConfig {
+export function validateConfig(raw: unknown, what = `${CONFIG_NAMESPACE} stack config`): ClusterConfig {
     const result = clusterSchema.safeParse(raw);
     if (result.success) {
         return result.data;
     }
     const problems = result.error.issues.flatMap(problemLines);
-    throw new Error(`invalid ${CONFIG_NAMESPACE} stack config (${problems.length} problem(s)):\n  - ${problems.join("\n  - ")}`);
+    throw new Error(`invalid ${what} (${problems.length} problem(s)):\n  - ${problems.join("\n  - ")}`);
 }
 
 /**
@@ -63,6 +63,14 @@ export function validateConfig(raw: unknown): ClusterConfig {
  * Keys the schema does not know are read too, so a misspelt top-level key is reported instead of ignored.
  */
 export function loadConfig(): ClusterConfig {
+    return validateConfig(loadRawConfig());
+}
+
+/**
+ * Every key of the `vllm-cluster` namespace as the stack file holds it (structured keys parsed from their JSON text),
+ * the Hub token left out; throws when a key that cannot stay secret was set with --secret. Not validated.
+ */
+export function loadRawConfig(): Record<string, unknown> {
     const cfg = new pulumi.Config(CONFIG_NAMESPACE);
     const prefix = `${CONFIG_NAMESPACE}:`;
     const keys = Object.keys(pulumi.runtime.allConfig())
@@ -80,7 +88,7 @@ export function loadConfig(): ClusterConfig {
             raw[key] = STRUCTURED_KEYS.has(key) ? parseStructured(text) : text;
         }
     }
-    return validateConfig(raw);
+    return raw;
 }
 
 /**

@@ -143,3 +143,9 @@ export function portsLabel(claims: readonly PortClaim[]): Record<string, number>
 export function portNumbers(claims: readonly PortClaim[]): number[] {
     return [...new Set(claims.map((c) => c.port))].sort((a, b) => a - b);
 }
+
+/** The stack program's cluster: the VllmCluster it makes is named so (infra/index.ts). */
+export const DEFAULT_CLUSTER = "vllm";
+
+/** A VllmCluster's name: lower-case letters, digits and dashes, starting with a letter (it will name containers). */
+export const CLUSTER_NAME_RE = /^[a-z][a-z0-9-]{0,30}[a-z0-9]$/;

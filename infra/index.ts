@@ -1,28 +1,27 @@
+/**
+ * The stack program: the stack file's `vllm-cluster:` keys (stacks/Pulumi.<stack>.yaml) are one VllmCluster's
+ * arguments. Everything else lives in the component (components/vllmCluster.ts).
+ */
 import * as pulumi from "@pulumi/pulumi";
-import { ClusterConfig, loadConfig, loadHfToken, loadSecretConfig } from "./config";
-import { buildCluster } from "./program";
+import { VllmCluster } from "../components/vllmCluster";
 import { redactSdkDebugLog } from "./sdkLogRedaction";
-import { ServeTls, loadTls } from "./tls";
+import { loadStackArgs } from "./stackArgs";
 
 // First, before any resource: the SDK's debug log would otherwise put secret outputs into the engine's events.
 redactSdkDebugLog();
 
-// Validation (listing every problem) and reading the TLS material throw before any resource is registered. A RunError
-// prints just the message (which names each offending key), not a stack trace into the program's internals.
-function beforeAnyResource<T>(read: () => T): T {
+// A bad key fails before any resource is registered; a RunError prints just the message (which names each key), not a
+// stack trace into the program's internals.
+function beforeAnyResource<T>(make: () => T): T {
     try {
-        return read();
+        return make();
     } catch (e) {
         throw new pulumi.RunError(e instanceof Error ? e.message : String(e));
     }
 }
 
-const cfg: ClusterConfig = beforeAnyResource(loadConfig);
-const secretConfig = beforeAnyResource(loadSecretConfig);
-// serve.tls.key is taken only as a secret: Pulumi marks the whole serve key when one of its values is
-const tls: ServeTls = beforeAnyResource(() => loadTls(cfg.serve, secretConfig.serveArgs));
-const hfToken = beforeAnyResource(() => loadHfToken(cfg));
-const cluster = buildCluster(cfg, pulumi.getStack(), secretConfig, tls, hfToken);
+const stack = beforeAnyResource(loadStackArgs);
+const cluster = beforeAnyResource(() => new VllmCluster(stack.name, stack.args));
 
 export const endpoint = cluster.endpoint;
 export const servedModelName = cluster.servedModelName;
@@ -30,5 +29,4 @@ export const apiKey = cluster.apiKey;
 export const rayDashboard = cluster.rayDashboard;
 export const nodes = cluster.nodes;
 export const clusterFingerprint = cluster.clusterFingerprint;
-// the commit model.hub downloaded; a stack without model.hub says so (an undefined output draws a warning on every up)
-export const modelCommit = cluster.modelCommit ?? "none (model.hub is not set)";
+export const modelCommit = cluster.modelCommit;

@@ -17,7 +17,7 @@ import { joinFingerprint } from "./builders/vllm";
 import { Roster } from "./providers/roster";
 import { stackContainersRemoveStep } from "./builders/node";
 import { ClusterConfig, NO_SECRET_CONFIG, NodeConfig, SecretConfig } from "./config";
-import { PortSettings, nodePorts, portNumbers } from "./contract";
+import { nodeListenPorts } from "./builders/ports";
 import type { ServeTls } from "./tls";
 
 export interface ClusterOutputs {
@@ -32,30 +32,6 @@ export interface ClusterOutputs {
     modelCommit?: pulumi.Output<string>;
 }
 
-/** The configured ports, as the contract's per-host port map takes them. */
-export function portSettings(cfg: ClusterConfig): Required<PortSettings> {
-    return {
-        servePort: cfg.serve.port,
-        gcsPort: cfg.ray.gcsPort,
-        dashboardPort: cfg.ray.dashboardPort,
-        clientPort: cfg.ray.clientPort,
-        masterPort: cfg.native.masterPort,
-        nodeManagerPort: cfg.ray.nodeManagerPort,
-        objectManagerPort: cfg.ray.objectManagerPort,
-        runtimeEnvAgentPort: cfg.ray.runtimeEnvAgentPort,
-        dashboardAgentGrpcPort: cfg.ray.dashboardAgentGrpcPort,
-        metricsExportPort: cfg.ray.metricsExportPort,
-        dashboardAgentPort: cfg.ray.dashboardAgentPort,
-        autoscalerMetricsPort: cfg.ray.autoscalerMetricsPort,
-        dashboardMetricsPort: cfg.ray.dashboardMetricsPort,
-    };
-}
-
-/** The host ports the backend's containers will listen on on `node`: preflight fails if another process holds one. */
-export function nodeListenPorts(cfg: ClusterConfig, node: NodeConfig): number[] {
-    return portNumbers(nodePorts(cfg.backend, node.name === cfg.head.name, portSettings(cfg)));
-}
-
 /** serve.tls and the files read for it go together (loadTls reads them when the program starts). */
 function tlsMatchesConfig(cfg: ClusterConfig, tls: ServeTls): void {
     if ((cfg.serve.tls === undefined) !== (tls === undefined)) {
@@ -64,8 +40,19 @@ function tlsMatchesConfig(cfg: ClusterConfig, tls: ServeTls): void {
     }
 }
 
+/**
+ * Where the cluster's top-level parts go: under `parent` (a VllmCluster), each with an alias to its URN as a child of
+ * the stack, where the stack program made them before the component existed, so a stack deployed then upgrades in
+ * place (nothing replaced); at the top level of the stack without a parent (the unit tests' graph).
+ */
+export type Placement = pulumi.ComponentResourceOptions;
+
+function placement(parent: pulumi.ComponentResource | undefined): Placement {
+    return parent === undefined ? {} : { parent, aliases: [{ parent: pulumi.rootStackResource }] };
+}
+
 /** One SparkNode per configured node, by name: its SSH target, state directory and the ports preflight checks. */
-function sparkNodes(cfg: ClusterConfig): Map<string, SparkNode> {
+function sparkNodes(cfg: ClusterConfig, at: Placement): Map<string, SparkNode> {
     const hosts = new Map<string, SparkNode>();
     for (const node of cfg.nodes) {
         const ssh = sshTargetOf(node, cfg.ssh);
@@ -73,28 +60,36 @@ function sparkNodes(cfg: ClusterConfig): Map<string, SparkNode> {
         const peers = chainPeers(cfg, node);
         hosts.set(
             node.name,
-            new SparkNode(node.name, {
-                node,
-                ssh,
-                stateDir: cfg.stateDir,
-                ports,
-                peerHost: peerHost(cfg, node),
-                peers,
-                modelDir: cfg.model.hostPath,
-            }),
+            new SparkNode(
+                node.name,
+                {
+                    node,
+                    ssh,
+                    stateDir: cfg.stateDir,
+                    ports,
+                    peerHost: peerHost(cfg, node),
+                    peers,
+                    modelDir: cfg.model.hostPath,
+                },
+                at,
+            ),
         );
     }
     return hosts;
 }
 
 /** The Roster: which hosts are in the stack; a host that left it is cleared of the stack's containers first. */
-function stackRoster(cfg: ClusterConfig, stack: string, host: (name: string) => SparkNode): Roster {
-    return new Roster("roster", {
-        members: cfg.nodes.map((n) => ({
-            name: n.name,
-            evictScript: remoteStepCommand(host(n.name).ssh, stackContainersRemoveStep(n.name, stack)),
-        })),
-    });
+function stackRoster(cfg: ClusterConfig, stack: string, host: (name: string) => SparkNode, at: Placement): Roster {
+    return new Roster(
+        "roster",
+        {
+            members: cfg.nodes.map((n) => ({
+                name: n.name,
+                evictScript: remoteStepCommand(host(n.name).ssh, stackContainersRemoveStep(n.name, stack)),
+            })),
+        },
+        at,
+    );
 }
 
 /** What both backends' graphs take: the config, the hosts, the API key and how to build a container's input. */
@@ -108,14 +103,16 @@ interface GraphContext {
     endpoint: (containers: ServeContainer[]) => ServeEndpoint;
     /** Which free-form values came from secret config. */
     secrets: SecretConfig;
+    /** Where the top-level parts go (placement). */
+    at: Placement;
 }
 
 type BackendOutputs = Pick<ClusterOutputs, "endpoint" | "apiKey" | "rayDashboard" | "clusterFingerprint">;
 
 /** The image on every host: copied from the source along the hops the distribution settings choose. */
-function imageDistribution(cfg: ClusterConfig, nodes: SparkNode[], after: pulumi.Resource[]): ImageDistribution {
+function imageDistribution(cfg: ClusterConfig, nodes: SparkNode[], after: pulumi.Resource[], at: Placement): ImageDistribution {
     const build = cfg.image.build && resolveBuild(cfg.image.build);
-    return new ImageDistribution("image", { ...cfg.image, build, layers: cfg.distribution.imageLayers, nodes, after });
+    return new ImageDistribution("image", { ...cfg.image, build, layers: cfg.distribution.imageLayers, nodes, after }, at);
 }
 
 /**
@@ -127,6 +124,7 @@ function modelDistribution(
     nodes: SparkNode[],
     image: ImageDistribution,
     after: pulumi.Resource[],
+    at: Placement,
     hfToken?: pulumi.Output<string>,
 ): ModelDistribution | undefined {
     const source = cfg.model.source;
@@ -136,21 +134,26 @@ function modelDistribution(
     if (endpoint?.startsWith("http://") && hfToken) {
         void pulumi.log.warn(`model.hub.endpoint ${endpoint} is plain http: hfToken crosses the network to it in clear; use https`);
     }
-    return new ModelDistribution("model", {
-        hostPath: cfg.model.hostPath,
-        sourceNode: source,
-        nodes,
-        streams: cfg.distribution.modelStreams,
-        after,
-        hub: hub && { ...hub, endpoint: endpoint!, image: image.imageIds[source], token: hfToken },
-    });
+    return new ModelDistribution(
+        "model",
+        {
+            hostPath: cfg.model.hostPath,
+            sourceNode: source,
+            nodes,
+            streams: cfg.distribution.modelStreams,
+            after,
+            hub: hub && { ...hub, endpoint: endpoint!, image: image.imageIds[source], token: hfToken },
+        },
+        at,
+    );
 }
 
 /**
  * Builds the whole resource graph from a validated config (`secrets`: which free-form values came from secret config,
  * so they stay secret in the state and every diff; `tls`: the files serve.tls names, read by loadTls). Ordering
  * comes from data: image IDs (and with model.source the model's digest) into containers, the head's address into
- * workers, container IDs into the gate, its fingerprint and the files' hashes into serve.
+ * workers, container IDs into the gate, its fingerprint and the files' hashes into serve. `parent`: the VllmCluster
+ * that owns the graph (placement).
  */
 export function buildCluster(
     cfg: ClusterConfig,
@@ -158,19 +161,22 @@ export function buildCluster(
     secrets: SecretConfig = NO_SECRET_CONFIG,
     tls: ServeTls = undefined,
     hfToken?: pulumi.Output<string>,
+    parent?: pulumi.ComponentResource,
 ): ClusterOutputs {
     tlsMatchesConfig(cfg, tls);
-    const hosts = sparkNodes(cfg);
+    const at = placement(parent);
+    const hosts = sparkNodes(cfg, at);
     const host = (name: string): SparkNode => hosts.get(name)!;
     const head = host(cfg.head.name);
 
     // No copy starts before every host's preflight has passed: a failed one ends `up` in seconds, whatever the image.
     const preflights = [...hosts.values()].map((h) => h.preflight);
-    const image = imageDistribution(cfg, [...hosts.values()], preflights);
-    const model = modelDistribution(cfg, [...hosts.values()], image, preflights, hfToken);
-    const roster = stackRoster(cfg, stack, host);
+    const image = imageDistribution(cfg, [...hosts.values()], preflights, at);
+    const model = modelDistribution(cfg, [...hosts.values()], image, preflights, at, hfToken);
+    const roster = stackRoster(cfg, stack, host, at);
     const ctx: GraphContext = {
         cfg,
+        at,
         secrets,
         roster,
         host,
@@ -189,15 +195,19 @@ export function buildCluster(
             hostMemory: host(node.name).facts,
         }),
         endpoint: (containers) =>
-            new ServeEndpoint("serve", {
-                head,
-                tls,
-                stateDir: cfg.stateDir,
-                serve: cfg.serve,
-                model: cfg.model,
-                containers,
-                after: [roster],
-            }),
+            new ServeEndpoint(
+                "serve",
+                {
+                    head,
+                    tls,
+                    stateDir: cfg.stateDir,
+                    serve: cfg.serve,
+                    model: cfg.model,
+                    containers,
+                    after: [roster],
+                },
+                at,
+            ),
     };
     return {
         servedModelName: cfg.model.servedName,
@@ -245,11 +255,11 @@ function rayNodes(cfg: ClusterConfig): { name: string; fabricIp: string; sshHost
 
 /** Ray head, a worker per other host, the gate that waits for all of them on their fabric IPs, serve on the head. */
 function buildRay(ctx: GraphContext): BackendOutputs {
-    const { cfg, host, head, endpoint, input, secrets } = ctx;
+    const { cfg, host, head, endpoint, input, secrets, at } = ctx;
     const ray = { objectStoreMemoryBytes: cfg.ray.objectStoreMemoryBytes, ports: cfg.ray };
-    const rayHead = new RayHead("ray-head", { ...input(cfg.head), ...ray, host: head, auth: cfg.ray.auth });
+    const rayHead = new RayHead("ray-head", { ...input(cfg.head), ...ray, host: head, auth: cfg.ray.auth }, at);
     const workers = cfg.workers.map(
-        (w) => new RayWorker(`ray-worker-${w.name}`, { ...input(w), ...ray, host: host(w.name), head: rayHead }),
+        (w) => new RayWorker(`ray-worker-${w.name}`, { ...input(w), ...ray, host: host(w.name), head: rayHead }, at),
     );
     const ready = rayHead.ready(workers, {
         nodes: rayNodes(cfg),

@@ -96,16 +96,32 @@ function privateKey(tls: NonNullable<ServeConfig["tls"]>, serveIsSecret: boolean
     return key.text;
 }
 
+/** The PEM private key given as an Input (VllmCluster's tlsKey), checked when it resolves; never shown. */
+function givenKey(key: pulumi.Input<string>): pulumi.Output<string> {
+    return pulumi.secret(
+        pulumi.output(key).apply((k) => {
+            if (!KEY_RE.test(k)) throw new Error("tlsKey: its text holds no PEM private key");
+            return k;
+        }),
+    );
+}
+
 /**
  * The TLS material serve.tls gives, or undefined without serve.tls. `serveIsSecret`: the serve key holds a value
  * set with --secret (Pulumi marks the whole key, loadSecretConfig().serveArgs); without it serve.tls.key is refused.
+ * `key`: the private key given apart from serve (VllmCluster's tlsKey), which then stands for serve.tls.key.
  * Throws naming serve.tls.cert/certFile or serve.tls.key/keyFile when a text or file is missing, unreadable, not PEM
  * of its kind, or (the key) readable by group or others or set in clear.
  */
-export function loadTls(serve: Pick<ServeConfig, "tls">, serveIsSecret = false): ServeTls {
+export function loadTls(serve: Pick<ServeConfig, "tls">, serveIsSecret = false, key?: pulumi.Input<string>): ServeTls {
     if (serve.tls === undefined) {
+        if (key !== undefined) throw new Error("tlsKey: given, but serve.tls is not set (the certificate goes there)");
         return undefined;
     }
     const cert = certificate(serve.tls);
+    if (key !== undefined) {
+        if (serve.tls.keyFile !== undefined) throw new Error("tlsKey: give the private key once: tlsKey or serve.tls.keyFile, not both");
+        return { cert, key: givenKey(key) };
+    }
     return { cert, key: pulumi.secret(privateKey(serve.tls, serveIsSecret)) };
 }

@@ -195,4 +195,4 @@ function blocks(s) {
     return [{ page: PAGE, markers: MARKERS, text: render(s) }];
 }
 
-module.exports = { PAGE, MARKERS, render, blocks, undescribed, allRows };
+module.exports = { PAGE, MARKERS, render, blocks, undescribed, allRows, inspect, rulesOf, defaultOf };

@@ -2,6 +2,7 @@
 /**
  * Every generated block of the documentation, each from its generator: the measured tables from committed result
  * files (bench/, tests/faults/, tests/security/, tests/results/) and the configuration reference from the config
+ * schema, and the component's typed arguments (components/vllmClusterArgs.ts, a whole generated file) from the same
  * schema. `npm run docs` writes them (setup/docs.js); tests/unit/docBlocks.test.ts checks that the pages hold them.
  *
  * The schema is TypeScript: under jest, ts-jest compiles it; under plain node, setup/docs.js registers
@@ -13,6 +14,7 @@ const faults = require("../tests/faults/report");
 const security = require("../tests/security/report");
 const suite = require("../tests/lib/suite");
 const configReference = require("./configReference");
+const componentArgs = require("./componentArgs");
 
 /** @returns {import("../tests/lib/docBlock").Block[]} */
 function allBlocks() {
@@ -24,6 +26,7 @@ function allBlocks() {
         ...security.blocks(),
         ...suite.blocks(),
         ...configReference.blocks({ cluster: /** @type {any} */ (clusterFields), secrets: /** @type {any} */ (secretFields) }),
+        ...componentArgs.files({ cluster: /** @type {any} */ (clusterFields) }),
     ];
 }
 

@@ -66,6 +66,41 @@ export async function openStack(dir: string, stackName: string, envVars: Record<
     return { dir, stackName, stackFile: path.join(dir, "stacks", `Pulumi.${stackName}.yaml`), stack, lastOutput: [] };
 }
 
+/** What `pulumi` needs to run the program: the files and folders openProject copies. */
+const PROGRAM_FILES = ["Pulumi.yaml", "package.json", "tsconfig.json"];
+const PROGRAM_DIRS = ["infra", "components", "stacks"];
+
+/**
+ * openProject, but with the program as the repository's commit `commit` had it (an earlier release, for the upgrade
+ * tests): `git archive` of that commit's program files, the checkout's npm packages. Throws naming the commit when
+ * this clone does not have it (a shallow clone).
+ */
+export async function openProjectAt(commit: string, stackName: string, prefix = "vcl-it-"): Promise<Project> {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+    const got = spawnSync("git", ["-C", ROOT, "archive", "--format=tar", commit, ...PROGRAM_FILES, ...PROGRAM_DIRS], {
+        maxBuffer: 1 << 30,
+    });
+    if (got.status !== 0) {
+        throw new Error(
+            `the program at ${commit} is not in this clone (git archive: ${String(got.stderr).trim()}); a shallow clone lacks it`,
+        );
+    }
+    const untar = spawnSync("tar", ["-x", "-C", dir], { input: got.stdout });
+    if (untar.status !== 0) throw new Error(`unpacking the program at ${commit}: ${String(untar.stderr).trim()}`);
+    fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(dir, "node_modules"));
+    fs.mkdirSync(path.join(dir, ".state"));
+    return openStack(dir, stackName);
+}
+
+/** Replaces a project copy's program (not its stack files or state) with the checkout's: the upgrade. */
+export function upgradeProgram(p: Project): void {
+    for (const f of PROGRAM_FILES) fs.copyFileSync(path.join(ROOT, f), path.join(p.dir, f));
+    for (const d of ["infra", "components"]) {
+        fs.rmSync(path.join(p.dir, d), { recursive: true, force: true });
+        fs.cpSync(path.join(ROOT, d), path.join(p.dir, d), { recursive: true });
+    }
+}
+
 export function removeProject(p: Project): void {
     fs.rmSync(p.dir, { recursive: true, force: true });
 }

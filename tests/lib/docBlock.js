@@ -4,10 +4,11 @@
  * markers (prettier leaves the block as written, so the generator and the check agree). `npm run docs` (setup/docs.js)
  * rewrites every block; tests/unit/docBlocks.test.ts checks that each equals what its generator renders now.
  *
- * A block is { page, markers, text }: `page` is the repository-relative path of the page that holds it.
+ * A block is { page, markers, text }: `page` is the repository-relative path of the page that holds it. A block
+ * without markers is the whole file (a generated source file, such as components/vllmClusterArgs.ts).
  *
  * @typedef {{ start: string, end: string }} Markers
- * @typedef {{ page: string, markers: Markers, text: string }} Block
+ * @typedef {{ page: string, markers?: Markers, text: string }} Block
  */
 // @ts-check
 "use strict";
@@ -59,17 +60,20 @@ const read = (page) => fs.readFileSync(path.join(ROOT, page), "utf8");
 /** The blocks whose page does not hold exactly their text: [{ page, name }]. @param {Block[]} blocks */
 function stale(blocks) {
     return blocks
-        .filter((b) => current(read(b.page), b.markers, b.page) !== b.text)
-        .map((b) => ({ page: b.page, name: b.markers.start.split(" ")[1].replace(/:start$/, "") }));
+        .filter((b) => (b.markers ? current(read(b.page), b.markers, b.page) : readIfThere(b.page)) !== b.text)
+        .map((b) => ({ page: b.page, name: b.markers ? b.markers.start.split(" ")[1].replace(/:start$/, "") : "whole-file" }));
 }
+
+/** A file's text, or "" when it does not exist yet. @param {string} page */
+const readIfThere = (page) => (fs.existsSync(path.join(ROOT, page)) ? read(page) : "");
 
 /** Rewrites the pages' blocks; returns the pages that changed. @param {Block[]} blocks @returns {string[]} */
 function write(blocks) {
     const changed = [];
     for (const page of [...new Set(blocks.map((b) => b.page))]) {
-        const before = read(page);
+        const before = readIfThere(page);
         let text = before;
-        for (const b of blocks.filter((x) => x.page === page)) text = replace(text, b.markers, b.text, page);
+        for (const b of blocks.filter((x) => x.page === page)) text = b.markers ? replace(text, b.markers, b.text, page) : b.text;
         if (text !== before) {
             fs.writeFileSync(path.join(ROOT, page), text);
             changed.push(page);

@@ -9,7 +9,7 @@ import * as os from "os";
 import * as path from "path";
 
 type Markers = { start: string; end: string };
-type Block = { page: string; markers: Markers; text: string };
+type Block = { page: string; markers?: Markers; text: string };
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const docBlock = require("../lib/docBlock.js") as {
     ROOT: string;
@@ -40,18 +40,28 @@ const suite = require("../lib/suite.js") as {
 
 const ROOT = docBlock.ROOT;
 const read = (page: string) => fs.readFileSync(path.join(ROOT, page), "utf8");
-const blocks = allBlocks();
-const name = (b: Block) => b.markers.start.split(" ")[1].replace(/:start$/, "");
+const all = allBlocks();
+/** The blocks between markers in a page; the rest are whole generated files (components/vllmClusterArgs.ts). */
+type MarkedBlock = Block & { markers: NonNullable<Block["markers"]> };
+const blocks = all.filter((b): b is MarkedBlock => b.markers !== undefined);
+const files = all.filter((b) => b.markers === undefined);
+const name = (b: MarkedBlock) => b.markers.start.split(" ")[1].replace(/:start$/, "");
 
 describe("generated blocks match what their generators render", () => {
     test.each(blocks.map((b) => [`${b.page}: ${name(b)}`, b] as const))("%s", (_label, b) => {
         expect(docBlock.current(read(b.page), b.markers, b.page)).toBe(b.text);
     });
 
+    test.each(files.map((b) => [b.page, b] as const))("%s, a whole generated file", (_label, b) => {
+        expect(read(b.page)).toBe(b.text);
+        expect(docBlock.stale([{ ...b, text: `${b.text}// changed\n` }])).toEqual([{ page: b.page, name: "whole-file" }]);
+    });
+
     test("every page with a block, and every block generator, is covered", () => {
         expect(new Set(blocks.map((b) => b.page))).toEqual(
             new Set(["README.md", "docs/testing.md", "docs/configuration.md", "docs/security.md", "docs/faults.md", "docs/performance.md"]),
         );
+        expect(files.map((b) => b.page)).toEqual(["components/vllmClusterArgs.ts"]);
         // a block in a page that no generator owns would never be rewritten
         const owned = new Set(blocks.map(name));
         for (const page of new Set(blocks.map((b) => b.page))) {

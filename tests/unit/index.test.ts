@@ -61,14 +61,22 @@ test("infra/index reads the stack config and exports the outputs", async () => {
     setStackConfig(localWithTls());
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const index = require("../../infra/index") as typeof import("../../infra/index");
-    expect(index.servedModelName).toBe("tiny-qwen2");
-    expect(index.rayDashboard).toBe("ssh -L 8265:127.0.0.1:8265 root@10.231.0.11");
-    const endpoint = await new Promise((r) => index.endpoint.apply(r));
-    expect(endpoint).toBe("https://10.231.0.11:8000/v1");
-    expect(await pulumi.isSecret(index.apiKey)).toBe(true);
-    expect(names).toContain("serve-container");
+    const value = <T>(o: pulumi.Output<T>) => new Promise<T>((r) => o.apply(r));
+    const [served, dashboard, endpoint, secret] = [
+        await value(index.servedModelName),
+        await value(index.rayDashboard),
+        await value(index.endpoint),
+        await pulumi.isSecret(index.apiKey),
+    ];
     // Drains the RPC queue, so no registration of this program reaches the next test's mocks.
     await pulumi.runtime.disconnect();
+    expect(served).toBe("tiny-qwen2");
+    expect(dashboard).toBe("ssh -L 8265:127.0.0.1:8265 root@10.231.0.11");
+    expect(endpoint).toBe("https://10.231.0.11:8000/v1");
+    expect(secret).toBe(true);
+    expect(names).toContain("serve-container");
+    // the stack program's one VllmCluster owns the graph
+    expect(names).toContain("vllm");
 });
 
 test("a bad stack config throws, listing problems, before any resource exists", async () => {

@@ -1,0 +1,93 @@
+/**
+ * VllmCluster: one vLLM inference service across several GPU hosts, reached over SSH and Docker. Every other component
+ * of the package is a child of it; the stack program makes one from the stack file (infra/index.ts), and a team's own
+ * program makes one from code (docs/component.md).
+ */
+import * as pulumi from "@pulumi/pulumi";
+import { buildCluster } from "../infra/program";
+import { checkClusterArgs } from "./clusterArgs";
+import type { VllmClusterArgs } from "./vllmClusterArgs";
+
+export type { VllmClusterArgs } from "./vllmClusterArgs";
+
+/** One host of the cluster, as the outputs list it. */
+export interface ClusterNode {
+    /** nodes[].name */
+    name: string;
+    /** head or worker */
+    role: string;
+    /** Where the operator reaches it (management network). */
+    sshHost: string;
+    /** Where the hosts reach each other (the fabric). */
+    fabricIp: string;
+    gpus: number;
+}
+
+const TYPE = "vllm-cluster:index:VllmCluster";
+
+/**
+ * The clusters made in this program, by name. Container names on the hosts are not yet scoped by the cluster's name,
+ * and neither are the children's names, so a second cluster in one program would collide with the first on the hosts
+ * and in the state: it is refused, naming both.
+ */
+const made = new Set<string>();
+
+/**
+ * A vLLM OpenAI-compatible endpoint served by tensor (and pipeline) parallel ranks across the hosts in `nodes`: each
+ * host's preflight, the image (and with model.source the model) copied host to host over the fabric, then either a
+ * Ray head and workers with serve on the head (backend ray) or vLLM's own multi-node ranks (backend native), and a
+ * readiness check that returns only once a real chat completion answers with the generated API key.
+ *
+ * The arguments are validated before anything is registered: a problem names its key (`serve.port: ...`), and
+ * neither the cluster nor any child exists. Its children keep the names (and, through aliases, the URNs) the stack
+ * program gave them before this component existed, so a stack deployed by that release upgrades in place.
+ */
+export class VllmCluster extends pulumi.ComponentResource {
+    /** The OpenAI-compatible base URL (`http(s)://<head sshHost>:<serve.port>/v1`), known once the server answered. */
+    public readonly endpoint: pulumi.Output<string>;
+    /** The name clients ask for (the API's `model`). */
+    public readonly servedModelName: pulumi.Output<string>;
+    /** The API key (a secret), generated here and installed as a file on the head. */
+    public readonly apiKey: pulumi.Output<string>;
+    /** How to reach the Ray dashboard (an ssh tunnel to the head's loopback); for backend native, that there is none. */
+    public readonly rayDashboard: pulumi.Output<string>;
+    /** The hosts, in the order of `nodes`. */
+    public readonly nodes: pulumi.Output<ClusterNode[]>;
+    /** Changes exactly when a rank's container was replaced or a host joined or left. */
+    public readonly clusterFingerprint: pulumi.Output<string>;
+    /** model.hub: the commit downloaded; otherwise says that model.hub is not set. */
+    public readonly modelCommit: pulumi.Output<string>;
+
+    constructor(name: string, args: VllmClusterArgs, opts?: pulumi.ComponentResourceOptions) {
+        // Before anything is registered: a bad argument fails naming its key, and no child (nor this) exists.
+        const checked = checkClusterArgs(name, args);
+        if (made.size > 0 && !made.has(name)) {
+            throw new Error(
+                `VllmCluster ${name}: this program already has the cluster ${[...made].join(", ")}; one cluster per program (and per ` +
+                    "set of hosts) until container names are scoped by the cluster's name",
+            );
+        }
+        super(TYPE, name, {}, opts);
+        made.add(name);
+        const { cfg, secrets, tls, hfToken } = checked;
+        const out = buildCluster(cfg, pulumi.getStack(), secrets, tls, hfToken, this);
+
+        this.endpoint = out.endpoint;
+        this.servedModelName = pulumi.output(out.servedModelName);
+        this.apiKey = out.apiKey;
+        this.rayDashboard = pulumi.output(out.rayDashboard);
+        this.nodes = pulumi.output(out.nodes);
+        this.clusterFingerprint = out.clusterFingerprint;
+        this.modelCommit = out.modelCommit ?? pulumi.output("none (model.hub is not set)");
+
+        this.registerOutputs({
+            endpoint: this.endpoint,
+            servedModelName: this.servedModelName,
+            apiKey: this.apiKey,
+            rayDashboard: this.rayDashboard,
+            nodes: this.nodes,
+            clusterFingerprint: this.clusterFingerprint,
+            modelCommit: this.modelCommit,
+        });
+    }
+}

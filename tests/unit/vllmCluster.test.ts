@@ -1,0 +1,197 @@
+/**
+ * VllmCluster as a team's own program uses it (components/index.ts): arguments checked before anything is registered,
+ * the whole graph under the component, each top-level part aliased to where the stack program made it before the
+ * component existed (so a stack deployed then upgrades in place), and the argument types a component package accepts
+ * (Pulumi's own schema inference, tests/lib/componentSchema.ts).
+ */
+import * as fs from "fs";
+import * as os from "os";
+import * as path from "path";
+import * as pulumi from "@pulumi/pulumi";
+import { VllmCluster, VllmClusterArgs } from "../../components";
+import { inferComponentSchema } from "../lib/componentSchema";
+import { PROJECT, TEST_TLS, loadStackRaw } from "./harness";
+
+const ROOT = path.join(__dirname, "..", "..");
+
+interface Registered {
+    type: string;
+    name: string;
+    parent: string;
+    aliases: unknown[];
+}
+
+/** Mocks that answer like the hosts (the preflight's facts, the gate, readiness); every registration recorded. */
+async function mocks(stack: string): Promise<void> {
+    await pulumi.runtime.setMocks(
+        {
+            newResource: (a) => {
+                const state: Record<string, unknown> = { ...a.inputs };
+                if (a.name.endsWith("-preflight")) state.stdout = '{"arch":"x86_64"}';
+                if (a.name.endsWith("-probe")) state.result = '{"fingerprint":"f00"}';
+                if (a.name.endsWith("-readiness")) state.result = '{"ready":true}';
+                if (a.type.startsWith("pulumi-nodejs:dynamic")) state.imageId = "sha256:1";
+                if (a.type.startsWith("random:")) state.result = "k";
+                return { id: `${a.name}-id`, state };
+            },
+            call: (a) => a.inputs,
+        },
+        PROJECT,
+        stack,
+        false,
+    );
+}
+
+/**
+ * Runs `body` as the stack program (a stack transformation needs the stack resource, hence runInPulumiStack),
+ * recording each resource's type, name, parent and aliases as its constructor got them.
+ */
+async function program(stack: string, body: () => void): Promise<Registered[]> {
+    const seen: Registered[] = [];
+    await mocks(stack);
+    await pulumi.runtime.runInPulumiStack(async () => {
+        pulumi.runtime.registerStackTransformation((t) => {
+            seen.push({
+                type: t.type,
+                name: t.name,
+                parent: t.opts.parent ? String((t.opts.parent as unknown as { __name?: string }).__name ?? "?") : "",
+                aliases: (t.opts.aliases ?? []) as unknown[],
+            });
+            return undefined;
+        });
+        body();
+        return {};
+    });
+    await pulumi.runtime.disconnect();
+    return seen;
+}
+
+/**
+ * The local stack's settings, as a team writes them in code (the stack file's keys are the same): the certificate in
+ * serve.tls, its private key as the secret Input tlsKey (the testbed's own files exist only while it is up).
+ */
+function localArgs(): VllmClusterArgs {
+    const args = loadStackRaw("local") as unknown as VllmClusterArgs;
+    args.serve = { ...args.serve, tls: { cert: TEST_TLS.cert } };
+    return { ...args, tlsKey: pulumi.secret(TEST_TLS.key) };
+}
+
+const value = <T>(o: pulumi.Output<T>) => new Promise<T>((r) => o.apply(r));
+
+/** The message `make` throws, or "no error". */
+function thrown(make: () => unknown): string {
+    try {
+        make();
+        return "no error";
+    } catch (e) {
+        return (e as Error).message;
+    }
+}
+
+test("one VllmCluster owns the graph: the top-level parts are its children, each aliased to its place before the component", async () => {
+    let c: VllmCluster | undefined;
+    const seen = await program("component", () => {
+        c = new VllmCluster("vllm", localArgs());
+    });
+    const [endpoint, served, nodes] = [await value(c!.endpoint), await value(c!.servedModelName), await value(c!.nodes)];
+    expect(endpoint).toBe("https://10.231.0.11:8000/v1");
+    expect(served).toBe("tiny-qwen2");
+    expect(nodes.map((n) => `${n.name} ${n.role}`)).toEqual(["spark-1 head", "spark-2 worker"]);
+
+    const cluster = seen.find((r) => r.type === "vllm-cluster:index:VllmCluster")!;
+    expect(cluster).toMatchObject({ name: "vllm", parent: "" });
+    const top = seen.filter((r) => r.parent === "vllm").map((r) => r.name);
+    expect(top.sort()).toEqual(["image", "ray-head", "ray-worker-spark-2", "roster", "serve", "spark-1", "spark-2"].sort());
+    for (const r of seen.filter((x) => x.parent === "vllm")) {
+        // the stack program made them at the top level (the engine resolves the alias to that URN)
+        expect([r.name, r.aliases]).toEqual([r.name, [{ parent: pulumi.rootStackResource }]]);
+    }
+    // nothing else at the top level: every resource is the cluster's or below it
+    expect(seen.filter((r) => r.parent === "").map((r) => r.name)).toEqual(["vllm"]);
+});
+
+test("bad arguments throw naming each key, before the cluster or any child is registered", async () => {
+    const args = localArgs() as unknown as { nodes: { fabricIp: string }[]; serve: { port: number } };
+    args.nodes[1].fabricIp = args.nodes[0].fabricIp;
+    args.serve.port = 70000;
+    let error = "";
+    const seen = await program("bad-args", () => {
+        error = thrown(() => new VllmCluster("vllm", args as unknown as VllmClusterArgs));
+    });
+    expect(error).toMatch(/^invalid VllmCluster vllm arguments \(\d+ problem\(s\)\)/);
+    expect(error).toContain("nodes[1].fabricIp: 10.232.0.11 is used by nodes[0]");
+    expect(error).toContain("serve.port:");
+    expect(seen).toEqual([]);
+});
+
+test("a name that breaks the rule, a setting given as an Output, a secret with nothing to use it: refused, nothing registered", async () => {
+    const cases: [string, () => unknown, string][] = [
+        ["name", () => new VllmCluster("Bad_Name", localArgs()), 'VllmCluster name "Bad_Name": must match'],
+        [
+            "Output",
+            () =>
+                new VllmCluster("vllm", { ...localArgs(), serve: pulumi.output(localArgs().serve) as unknown as VllmClusterArgs["serve"] }),
+            "serve: must be plain values, not an Output",
+        ],
+        [
+            "hfToken",
+            () => new VllmCluster("vllm", { ...localArgs(), hfToken: pulumi.secret("hf_x") }),
+            "hfToken is given, but model.hub is not set",
+        ],
+        [
+            "tlsKey",
+            () => new VllmCluster("vllm", { ...localArgs(), serve: { ...localArgs().serve, tls: undefined } }),
+            "tlsKey: given, but serve.tls is not set",
+        ],
+    ];
+    const errors: [string, string][] = [];
+    const seen = await program("bad-shape", () => {
+        for (const [what, make] of cases) errors.push([what, thrown(make)]);
+    });
+    expect(errors).toEqual(cases.map(([what, , why]) => [what, expect.stringContaining(why)]));
+    expect(seen).toEqual([]);
+});
+
+test("a second cluster with another name in the same program is refused naming the first (container names are per host)", async () => {
+    let error = "";
+    const seen = await program("two", () => {
+        new VllmCluster("vllm", localArgs());
+        error = thrown(() => new VllmCluster("second", localArgs()));
+    });
+    expect(error).toContain("VllmCluster second: this program already has the cluster vllm");
+    expect(seen.filter((r) => r.name === "second")).toEqual([]);
+    expect(seen.filter((r) => r.name === "vllm")).toHaveLength(1);
+});
+
+describe("the arguments as a component package gets them (Pulumi's schema inference from the TypeScript)", () => {
+    let dir: string;
+    beforeAll(() => {
+        // the package's source as `pulumi package add` reads it, with components/index.ts as the entry point
+        dir = fs.mkdtempSync(path.join(os.tmpdir(), "vcl-component-schema-"));
+        for (const d of ["components", "infra"]) fs.symlinkSync(path.join(ROOT, d), path.join(dir, d));
+        fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(dir, "node_modules"));
+        const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8")) as Record<string, unknown>;
+        fs.writeFileSync(path.join(dir, "package.json"), JSON.stringify({ ...pkg, main: "components/index.ts" }));
+        fs.copyFileSync(path.join(ROOT, "tsconfig.json"), path.join(dir, "tsconfig.json"));
+    });
+    afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+    test("VllmClusterArgs is accepted: nested sections are types with their JSDoc, the secrets are Inputs, the outputs are listed", () => {
+        const schema = inferComponentSchema(dir, ["VllmCluster"]);
+        const c = schema.resources["vllm-cluster:index:VllmCluster"];
+        expect(c.isComponent).toBe(true);
+        expect(c.requiredInputs?.sort()).toEqual(["image", "model", "nodes", "serve", "ssh"]);
+        expect(c.inputProperties.nodes).toMatchObject({ type: "array", items: { $ref: "#/types/vllm-cluster:index:NodeOptions" } });
+        expect(c.inputProperties.serve.$ref).toBe("#/types/vllm-cluster:index:ServeOptions");
+        // a secret stays an Input in every language; plain settings arrive as given
+        expect(c.inputProperties.tlsKey.plain).toBeUndefined();
+        expect(c.inputProperties.hfToken.plain).toBeUndefined();
+        expect(c.inputProperties.serve.plain).toBe(true);
+        expect(c.inputProperties.backend.description).toContain("Rule: one of `ray`, `native`. Default: ray.");
+        const node = schema.types?.["vllm-cluster:index:NodeOptions"];
+        expect(node?.required?.sort()).toEqual(["fabricIp", "fabricInterface", "gpus", "name", "sshHost", "sshUser"].sort());
+        expect(Object.keys(c.properties).sort()).toEqual(
+            ["apiKey", "clusterFingerprint", "endpoint", "modelCommit", "nodes", "rayDashboard", "servedModelName"].sort(),
+        );
+    }, 120_000);
+});
