@@ -10,7 +10,8 @@
 #   sudo bash tests/integration/run.sh ray       the backend-ray file only (cluster.test.ts); under npm test
 #                                                (VCL_HANDOFF set) it hands its serving cluster to the fault suite
 #   sudo bash tests/integration/run.sh others    every other file but the Docker 28 cluster (native, scale, the chain
-#                                                agent, discovery, the image build, the Hub download, chain faults)
+#                                                agent, discovery, the image build, the Hub download, chain faults,
+#                                                the upgrade from the release before VllmCluster)
 #   sudo bash tests/integration/run.sh engines   the Docker 28 cluster (engines.test.ts; npm run test:engines): not in
 #                                                npm test, whose 90 minutes it would pass on the slower 2-core
 #                                                machines (docs/testing.md#how-long)
