@@ -69,14 +69,51 @@ export interface PortSettings {
     dashboardMetricsPort?: number;
 }
 
+/**
+ * The one port map: where each port setting is in the config (section and key). The schema's clash checks, the
+ * containers' `ports` labels and preflight's free-port check all read the ports through it.
+ */
+const PORT_KEYS: Record<keyof PortSettings, [section: "serve" | "ray" | "native", key: string]> = {
+    servePort: ["serve", "port"],
+    gcsPort: ["ray", "gcsPort"],
+    dashboardPort: ["ray", "dashboardPort"],
+    clientPort: ["ray", "clientPort"],
+    masterPort: ["native", "masterPort"],
+    nodeManagerPort: ["ray", "nodeManagerPort"],
+    objectManagerPort: ["ray", "objectManagerPort"],
+    runtimeEnvAgentPort: ["ray", "runtimeEnvAgentPort"],
+    dashboardAgentGrpcPort: ["ray", "dashboardAgentGrpcPort"],
+    metricsExportPort: ["ray", "metricsExportPort"],
+    dashboardAgentPort: ["ray", "dashboardAgentPort"],
+    autoscalerMetricsPort: ["ray", "autoscalerMetricsPort"],
+    dashboardMetricsPort: ["ray", "dashboardMetricsPort"],
+};
+
+/** A config's sections as portSettingsOf reads them; a section or port may be missing while a config is judged. */
+export interface PortSections {
+    serve?: object;
+    ray?: object;
+    native?: object;
+}
+
+/** The ports a config sets (a valid config sets every one; a config being judged may leave some undefined). */
+export function portSettingsOf(config: PortSections): PortSettings {
+    const out: PortSettings = {};
+    for (const [setting, [section, key]] of Object.entries(PORT_KEYS) as [keyof PortSettings, [keyof PortSections, string]][]) {
+        const port = (config[section] as Record<string, unknown> | undefined)?.[key];
+        if (typeof port === "number") out[setting] = port;
+    }
+    return out;
+}
+
 /** What every Ray node listens on, head and workers alike (`ray start` pins each; see ray.nodeManagerPort). */
-const RAY_NODE_PORTS: [name: string, key: string, setting: keyof PortSettings][] = [
-    ["raylet", "ray.nodeManagerPort", "nodeManagerPort"],
-    ["object-manager", "ray.objectManagerPort", "objectManagerPort"],
-    ["runtime-env-agent", "ray.runtimeEnvAgentPort", "runtimeEnvAgentPort"],
-    ["dashboard-agent-grpc", "ray.dashboardAgentGrpcPort", "dashboardAgentGrpcPort"],
-    ["metrics", "ray.metricsExportPort", "metricsExportPort"],
-    ["dashboard-agent", "ray.dashboardAgentPort", "dashboardAgentPort"],
+const RAY_NODE_PORTS: [name: string, setting: keyof PortSettings][] = [
+    ["raylet", "nodeManagerPort"],
+    ["object-manager", "objectManagerPort"],
+    ["runtime-env-agent", "runtimeEnvAgentPort"],
+    ["dashboard-agent-grpc", "dashboardAgentGrpcPort"],
+    ["metrics", "metricsExportPort"],
+    ["dashboard-agent", "dashboardAgentPort"],
 ];
 
 /** One host port a container listens on: its name in the `ports` label, the config key that sets it, the port. */
@@ -89,21 +126,21 @@ export interface PortClaim {
 /** Which container of a backend: the Ray head, a Ray worker, serve next to the Ray head, or a native rank. */
 export type ContainerKind = "ray-head" | "ray-worker" | "ray-serve" | "native-rank0" | "native-headless";
 
-const PORTS_OF: Record<ContainerKind, [name: string, key: string, setting: keyof PortSettings][]> = {
+const PORTS_OF: Record<ContainerKind, [name: string, setting: keyof PortSettings][]> = {
     "ray-head": [
-        ["gcs", "ray.gcsPort", "gcsPort"],
-        ["dashboard", "ray.dashboardPort", "dashboardPort"],
-        ["client", "ray.clientPort", "clientPort"],
-        ["autoscaler-metrics", "ray.autoscalerMetricsPort", "autoscalerMetricsPort"],
-        ["dashboard-metrics", "ray.dashboardMetricsPort", "dashboardMetricsPort"],
+        ["gcs", "gcsPort"],
+        ["dashboard", "dashboardPort"],
+        ["client", "clientPort"],
+        ["autoscaler-metrics", "autoscalerMetricsPort"],
+        ["dashboard-metrics", "dashboardMetricsPort"],
         ...RAY_NODE_PORTS,
     ],
     // a worker dials the head, and listens on the node ports (its worker processes in ray.minWorkerPort..maxWorkerPort)
     "ray-worker": RAY_NODE_PORTS,
-    "ray-serve": [["serve", "serve.port", "servePort"]],
+    "ray-serve": [["serve", "servePort"]],
     "native-rank0": [
-        ["serve", "serve.port", "servePort"],
-        ["master", "native.masterPort", "masterPort"],
+        ["serve", "servePort"],
+        ["master", "masterPort"],
     ],
     // headless ranks only dial rank 0
     "native-headless": [],
@@ -112,10 +149,10 @@ const PORTS_OF: Record<ContainerKind, [name: string, key: string, setting: keyof
 /** The host ports one container listens on (all containers use host networking). */
 export function containerPorts(kind: ContainerKind, p: PortSettings): PortClaim[] {
     const out: PortClaim[] = [];
-    for (const [name, key, setting] of PORTS_OF[kind]) {
+    for (const [name, setting] of PORTS_OF[kind]) {
         const port = p[setting];
         if (port !== undefined) {
-            out.push({ name, key, port });
+            out.push({ name, key: PORT_KEYS[setting].join("."), port });
         }
     }
     return out;

@@ -1,24 +1,10 @@
 /** The host ports each node's containers listen on, from the config: what preflight checks are free. */
 import type { ClusterConfig, NodeConfig } from "../config";
-import { PortSettings, nodePorts, portNumbers } from "../contract";
+import { PortSettings, nodePorts, portNumbers, portSettingsOf } from "../contract";
 
-/** The configured ports, as the contract's per-host port map takes them. */
+/** The configured ports, as the contract's per-host port map takes them (a valid config sets every one). */
 export function portSettings(cfg: ClusterConfig): Required<PortSettings> {
-    return {
-        servePort: cfg.serve.port,
-        gcsPort: cfg.ray.gcsPort,
-        dashboardPort: cfg.ray.dashboardPort,
-        clientPort: cfg.ray.clientPort,
-        masterPort: cfg.native.masterPort,
-        nodeManagerPort: cfg.ray.nodeManagerPort,
-        objectManagerPort: cfg.ray.objectManagerPort,
-        runtimeEnvAgentPort: cfg.ray.runtimeEnvAgentPort,
-        dashboardAgentGrpcPort: cfg.ray.dashboardAgentGrpcPort,
-        metricsExportPort: cfg.ray.metricsExportPort,
-        dashboardAgentPort: cfg.ray.dashboardAgentPort,
-        autoscalerMetricsPort: cfg.ray.autoscalerMetricsPort,
-        dashboardMetricsPort: cfg.ray.dashboardMetricsPort,
-    };
+    return portSettingsOf(cfg) as Required<PortSettings>;
 }
 
 /** The host ports the backend's containers will listen on on `node`: preflight fails if another process holds one. */

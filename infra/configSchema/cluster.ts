@@ -1,6 +1,6 @@
 /** The whole `vllm-cluster` namespace: its sections, the rules across sections, and the derived cluster shape. */
 import { z } from "zod";
-import { PortClaim, PortSettings, nodePorts } from "../contract";
+import { PortClaim, nodePorts, portSettingsOf } from "../contract";
 import { hostDir, isObject, oneOf, quote, requiredSection, section, withDefault } from "./fields";
 import { NodeConfig, headIndex, nodeFields, nodesSchema, writtenRole } from "./nodes";
 import { evenIfInvalid, problem, valid, validFields } from "./rules";
@@ -107,24 +107,6 @@ function parallelismUsesEveryGpu(p: Parts, ctx: z.RefinementCtx): void {
 /** sshd first, then the public API, then the backend's own ports: a clash is blamed on the later, movable one. */
 function inBlameOrder(claims: PortClaim[]): PortClaim[] {
     return [...claims.filter((c) => c.key === "serve.port"), ...claims.filter((c) => c.key !== "serve.port")];
-}
-
-function portSettingsOf(p: Parts): PortSettings {
-    return {
-        servePort: p.serve.port,
-        gcsPort: p.ray.gcsPort,
-        dashboardPort: p.ray.dashboardPort,
-        clientPort: p.ray.clientPort,
-        masterPort: p.native.masterPort,
-        nodeManagerPort: p.ray.nodeManagerPort,
-        objectManagerPort: p.ray.objectManagerPort,
-        runtimeEnvAgentPort: p.ray.runtimeEnvAgentPort,
-        dashboardAgentGrpcPort: p.ray.dashboardAgentGrpcPort,
-        metricsExportPort: p.ray.metricsExportPort,
-        dashboardAgentPort: p.ray.dashboardAgentPort,
-        autoscalerMetricsPort: p.ray.autoscalerMetricsPort,
-        dashboardMetricsPort: p.ray.dashboardMetricsPort,
-    };
 }
 
 /**
