@@ -295,7 +295,8 @@ export interface ServeOptions {
      */
     extraArgs?: string[];
     /**
-     * The containers' /dev/shm size, docker syntax; unset keeps the engine's default. Rule: size (e.g. 64g):
+     * The serve containers' /dev/shm size, docker syntax; unset keeps the engine's default. The Ray containers take
+     * it too while ray.shmSize is unset (for this release; the program warns). Rule: size (e.g. 64g):
      * `^[1-9]\d*[bkmg]?$`.
      */
     shmSize?: string;
@@ -307,7 +308,8 @@ export interface ServeOptions {
     /**
      * Restarts of a server that fails before it becomes healthy, then its container stays stopped; counted on the
      * host's disk, so an engine restart or a reboot in the middle of a crash loop does not start the count again.
-     * Rule: 0..100. Default: 3.
+     * The Ray containers take it too while ray.maxRestarts is unset (for this release; the program warns when it is
+     * not 3). Rule: 0..100. Default: 3.
      */
     maxRestarts?: number;
     /**
@@ -419,6 +421,16 @@ export interface RayOptions {
      * week). Default: 300.
      */
     readyTimeoutSeconds?: number;
+    /**
+     * The Ray containers' /dev/shm size, docker syntax; unset: serve.shmSize, as before this key existed. Rule: size
+     * (e.g. 64g): `^[1-9]\d*[bkmg]?$`.
+     */
+    shmSize?: string;
+    /**
+     * Restarts of a Ray container that fails, then it stays stopped (counted on the host's disk, as
+     * serve.maxRestarts); unset: serve.maxRestarts, as before this key existed. Rule: 0..100.
+     */
+    maxRestarts?: number;
     /**
      * token: Ray's token authentication (Ray >= 2.52) with a generated secret token on every host, so nothing
      * without it can submit work to the cluster (the policy ray-token-auth requires it); disabled: Ray's own

@@ -4,7 +4,7 @@
  */
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
-import type { MemoryGuardConfig, ModelConfig, NodeConfig, SecretConfig, ServeConfig } from "../config";
+import type { MemoryGuardConfig, ModelConfig, NodeConfig, RayConfig, SecretConfig, ServeConfig } from "../config";
 import { HostMemory, InitSpec, initEntrypoint, initMount, nodeMemory } from "./containerInit";
 import { labelList } from "./labels";
 import { LABEL } from "../contract";
@@ -32,8 +32,10 @@ export interface ContainerInput {
     /** Configured image reference (label only). */
     imageRef: string;
     model: ModelConfig;
-    /** The serve settings: every container takes its shared memory size and restart bound from them. */
+    /** The serve settings: the serve containers' shared memory size and restart bound, and the Ray containers' unless `ray` sets them. */
     serve: ServeConfig;
+    /** The Ray containers' own shared memory size and restart bound (backend ray); unset: the serve settings'. */
+    ray?: Pick<RayConfig, "shmSize" | "maxRestarts">;
     stateDir: string;
     /**
      * Ray token authentication (backend ray, `ray.auth: token`): the hash of the token installed on this node (a
@@ -70,10 +72,16 @@ export interface ContainerSpec {
     init: Omit<InitSpec, "maxStarts">;
 }
 
+/** A container's /dev/shm size and restart bound: serve's for serve, else ray's where set, else serve's (as before). */
+export function containerLimits(p: Pick<ContainerInput, "serve" | "ray">, serve: boolean): { shmSize?: string; maxRestarts: number } {
+    if (serve) return { shmSize: p.serve.shmSize, maxRestarts: p.serve.maxRestarts };
+    return { shmSize: p.ray?.shmSize ?? p.serve.shmSize, maxRestarts: p.ray?.maxRestarts ?? p.serve.maxRestarts };
+}
+
 /**
  * Host network and IPC (NCCL and Ray's object store need both), the node's /tmp and compile cache directories, GPUs
  * only with the nvidia runtime, mustRun so `pulumi refresh` sees a dead container as drift, and container_init.sh as
- * PID 1: a crash budget of serve.maxRestarts restarts kept on the host's disk (so a crash loop cannot leak GPU memory
+ * PID 1: a crash budget of serve.maxRestarts (a Ray container: ray.maxRestarts) restarts kept on the host's disk (so a crash loop cannot leak GPU memory
  * forever, not even across reboots), the memory ceiling and floor, and the on-failure policy with a stop answered
  * by exit 143, so the engine starts the container again when it comes back after a reboot.
  */
@@ -84,13 +92,14 @@ export function containerArgs(p: ContainerInput, c: ContainerSpec): docker.Conta
     // the serve command carries serve.extraArgs; the Ray containers' commands carry none
     const carriesExtraArgs = serve && p.serve.extraArgs.length > 0;
     const memory = nodeMemory(p.node, p.memoryGuard, p.hostMemory, serve ? p.serve.memoryLimit : undefined);
-    const init = { ...c.init, maxStarts: p.serve.maxRestarts + 1 };
+    const { shmSize, maxRestarts } = containerLimits(p, serve);
+    const init = { ...c.init, maxStarts: maxRestarts + 1 };
     return {
         name: c.containerName,
         image: p.imageId,
         networkMode: "host",
         ipcMode: "host",
-        shmSize: shmSizeMb(p.serve.shmSize),
+        shmSize: shmSizeMb(shmSize),
         entrypoints: initEntrypoint(c.containerName, p.node.name, memory, init, c.entrypoints),
         command: p.secrets?.serveArgs && carriesExtraArgs ? pulumi.secret(c.command) : c.command,
         envs: p.secrets?.nodeEnv && Object.keys(p.node.env).length > 0 ? pulumi.secret(envs) : envs,

@@ -20,6 +20,7 @@ import {
     token,
     withDefault,
 } from "./fields";
+import { SHM_RE } from "./serve";
 import { evenIfInvalid, problem, validFields } from "./rules";
 
 const IMAGE_REF_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$/;
@@ -183,6 +184,15 @@ export const rayFields = {
         .optional()
         .describe("The object store's size in bytes (Ray's own floor is 75 MiB); unset lets Ray size it from the host's memory."),
     readyTimeoutSeconds: seconds().default(300).describe("How long to wait for every node to join the Ray cluster with its GPUs."),
+    shmSize: optional(pattern(SHM_RE, "size (e.g. 64g)")).describe(
+        "The Ray containers' /dev/shm size, docker syntax; unset: serve.shmSize, as before this key existed.",
+    ),
+    maxRestarts: int({ min: 0, max: 100 })
+        .optional()
+        .describe(
+            "Restarts of a Ray container that fails, then it stays stopped (counted on the host's disk, as serve.maxRestarts); " +
+                "unset: serve.maxRestarts, as before this key existed.",
+        ),
     auth: withDefault(oneOf(["token", "disabled"]), "token").describe(
         "token: Ray's token authentication (Ray >= 2.52) with a generated secret token on every host, so nothing without it " +
             "can submit work to the cluster (the policy ray-token-auth requires it); disabled: Ray's own default, no authentication.",

@@ -56,7 +56,8 @@ export const MANAGED_SERVE_FLAGS: readonly string[] = [
     "--headless",
 ];
 
-const SHM_RE = /^[1-9]\d*[bkmg]?$/i;
+/** A /dev/shm size in docker's syntax (serve.shmSize, ray.shmSize). */
+export const SHM_RE = /^[1-9]\d*[bkmg]?$/i;
 
 /**
  * The managed flag (or the reason) an extraArgs element would set, however it is spelled: `_` for `-`, an
@@ -164,7 +165,8 @@ export const serveFields = {
     loadFormat: optional(token("load format")).describe("vLLM's --load-format."),
     extraArgs: list(extraArg).describe("Further `vllm serve` arguments, for what has no key here, each element one argument."),
     shmSize: optional(pattern(SHM_RE, "size (e.g. 64g)")).describe(
-        "The containers' /dev/shm size, docker syntax; unset keeps the engine's default.",
+        "The serve containers' /dev/shm size, docker syntax; unset keeps the engine's default. The Ray containers take it too " +
+            "while ray.shmSize is unset (for this release; the program warns).",
     ),
     readyTimeoutSeconds: seconds()
         .default(1800)
@@ -173,7 +175,8 @@ export const serveFields = {
         .default(3)
         .describe(
             "Restarts of a server that fails before it becomes healthy, then its container stays stopped; counted on the host's " +
-                "disk, so an engine restart or a reboot in the middle of a crash loop does not start the count again.",
+                "disk, so an engine restart or a reboot in the middle of a crash loop does not start the count again. The Ray " +
+                "containers take it too while ray.maxRestarts is unset (for this release; the program warns when it is not 3).",
         ),
     memoryLimit: optional(size(64 * 1024 ** 2)).describe("The serve containers' own memory ceiling; unset: memoryGuard's."),
 };
