@@ -333,9 +333,16 @@ export async function stateResources(p: Project): Promise<{ type: string; name: 
 /** `pulumi stack export` as an operator runs it (no --show-secrets; the Automation API's export decrypts). */
 export async function cliExport(p: Project): Promise<string> {
     const env = { ...process.env, ...p.stack.workspace.envVars };
-    const r = spawnSync("pulumi", ["stack", "export", "--stack", p.stackName, "--cwd", p.dir], { env, encoding: "utf8", timeout: 120_000 });
+    // a state with dynamic resources (each carries its serialized provider) and aliases passes spawnSync's default
+    // 1 MiB output limit, which kills the CLI (exit null) rather than failing
+    const r = spawnSync("pulumi", ["stack", "export", "--stack", p.stackName, "--cwd", p.dir], {
+        env,
+        encoding: "utf8",
+        timeout: 120_000,
+        maxBuffer: 256 * 1024 * 1024,
+    });
     if (r.status !== 0) {
-        throw new Error(`pulumi stack export failed (exit ${r.status}): ${r.stderr}`);
+        throw new Error(`pulumi stack export failed (exit ${r.status}${r.error ? `, ${r.error.message}` : ""}): ${r.stderr}`);
     }
     return r.stdout;
 }
