@@ -4,6 +4,7 @@
  * program makes one from code (docs/component.md).
  */
 import * as pulumi from "@pulumi/pulumi";
+import { warnServeKeysForRay } from "../infra/config";
 import { buildCluster } from "../infra/program";
 import { checkClusterArgs } from "./clusterArgs";
 import type { VllmClusterArgs } from "./vllmClusterArgs";
@@ -70,6 +71,7 @@ export class VllmCluster extends pulumi.ComponentResource {
         super(TYPE, name, {}, opts);
         made.add(name);
         const { cfg, secrets, tls, hfToken } = checked;
+        warnServeKeysForRay(cfg);
         const out = buildCluster(cfg, pulumi.getStack(), secrets, tls, hfToken, this);
 
         this.endpoint = out.endpoint;

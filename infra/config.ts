@@ -161,3 +161,21 @@ export function loadHfToken(cfg: ClusterConfig): pulumi.Output<string> | undefin
 export function loadSecretConfig(): SecretConfig {
     return { nodeEnv: configKeyIsSecret("nodes"), serveArgs: configKeyIsSecret("serve") };
 }
+
+/**
+ * serve.shmSize and serve.maxRestarts governed the Ray containers too before ray.shmSize and ray.maxRestarts existed;
+ * they still do when those are unset, for this release, and the program says so (same values: nothing is replaced).
+ */
+export function warnServeKeysForRay(cfg: ClusterConfig): void {
+    if (cfg.backend !== "ray") return;
+    const moved: string[] = [];
+    if (cfg.ray.shmSize === undefined && cfg.serve.shmSize !== undefined) moved.push(`serve.shmSize (${cfg.serve.shmSize}) as ray.shmSize`);
+    if (cfg.ray.maxRestarts === undefined && cfg.serve.maxRestarts !== 3)
+        moved.push(`serve.maxRestarts (${cfg.serve.maxRestarts}) as ray.maxRestarts`);
+    if (moved.length > 0) {
+        void pulumi.log.warn(
+            `the Ray containers take ${moved.join(" and ")}, since the ray keys are unset; set them under ray: the next release ` +
+                "reads serve's keys for serve only",
+        );
+    }
+}

@@ -51,24 +51,6 @@ function placement(parent: pulumi.ComponentResource | undefined): Placement {
     return parent === undefined ? {} : { parent, aliases: [{ parent: pulumi.rootStackResource }] };
 }
 
-/**
- * serve.shmSize and serve.maxRestarts governed the Ray containers too before ray.shmSize and ray.maxRestarts existed;
- * they still do when those are unset, for this release, and the program says so (same values: nothing is replaced).
- */
-function warnServeKeysForRay(cfg: ClusterConfig): void {
-    if (cfg.backend !== "ray") return;
-    const moved: string[] = [];
-    if (cfg.ray.shmSize === undefined && cfg.serve.shmSize !== undefined) moved.push(`serve.shmSize (${cfg.serve.shmSize}) as ray.shmSize`);
-    if (cfg.ray.maxRestarts === undefined && cfg.serve.maxRestarts !== 3)
-        moved.push(`serve.maxRestarts (${cfg.serve.maxRestarts}) as ray.maxRestarts`);
-    if (moved.length > 0) {
-        void pulumi.log.warn(
-            `the Ray containers take ${moved.join(" and ")}, since the ray keys are unset; set them under ray: the next release ` +
-                "reads serve's keys for serve only",
-        );
-    }
-}
-
 /** One SparkNode per configured node, by name: its SSH target, state directory and the ports preflight checks. */
 function sparkNodes(cfg: ClusterConfig, at: Placement): Map<string, SparkNode> {
     const hosts = new Map<string, SparkNode>();
@@ -182,7 +164,6 @@ export function buildCluster(
     parent?: pulumi.ComponentResource,
 ): ClusterOutputs {
     tlsMatchesConfig(cfg, tls);
-    warnServeKeysForRay(cfg);
     const at = placement(parent);
     const hosts = sparkNodes(cfg, at);
     const host = (name: string): SparkNode => hosts.get(name)!;
