@@ -263,6 +263,20 @@ export function testTls(cfg: ClusterConfig): ServeTls {
     return cfg.serve.tls ? { cert: TEST_TLS.cert, key: pulumi.secret(TEST_TLS.key) } : undefined;
 }
 
+/**
+ * A mocked resource as the hosts would answer it, for a program run under plain setMocks: its inputs as outputs, plus
+ * the preflight's facts, the gate's fingerprint, readiness, an image ID and a generated secret.
+ */
+export function answerLikeHosts(a: pulumi.runtime.MockResourceArgs): { id: string; state: Record<string, unknown> } {
+    const state: Record<string, unknown> = { ...a.inputs };
+    if (a.name.endsWith("-preflight")) state.stdout = '{"arch":"x86_64"}';
+    if (a.name.endsWith("-probe")) state.result = '{"fingerprint":"f00"}';
+    if (a.name.endsWith("-readiness")) state.result = '{"ready":true}';
+    if (a.type.startsWith("pulumi-nodejs:dynamic")) state.imageId = "sha256:1";
+    if (a.type.startsWith("random:")) state.result = "k";
+    return { id: `${a.name}-id`, state };
+}
+
 export function runStack(stack: string, cfg: ClusterConfig = loadStack(stack), variant?: Variant): Promise<Run> {
     return runMocked(() => buildCluster(cfg, stack, undefined, testTls(cfg)), stack, variant);
 }

@@ -7,7 +7,7 @@ import * as os from "os";
 import * as path from "path";
 import * as pulumi from "@pulumi/pulumi";
 import { specialSecretSig, specialSigKey } from "@pulumi/pulumi/runtime/rpc";
-import { PROJECT, TEST_TLS, loadStackRaw } from "./harness";
+import { PROJECT, TEST_TLS, answerLikeHosts, loadStackRaw } from "./harness";
 
 /** The local stack with serve.tls pointing at test files (the testbed's own exist only once it is up). */
 function localWithTls(): Record<string, unknown> {
@@ -44,13 +44,7 @@ test("infra/index reads the stack config and exports the outputs", async () => {
         {
             newResource: (a) => {
                 names.push(a.name);
-                const state: Record<string, unknown> = { ...a.inputs };
-                if (a.name.endsWith("-preflight")) state.stdout = '{"arch":"x86_64"}';
-                if (a.name.endsWith("-probe")) state.result = '{"fingerprint":"f00"}';
-                if (a.name.endsWith("-readiness")) state.result = '{"ready":true}';
-                if (a.type.startsWith("pulumi-nodejs:dynamic")) state.imageId = "sha256:1";
-                if (a.type.startsWith("random:")) state.result = "k";
-                return { id: `${a.name}-id`, state };
+                return answerLikeHosts(a);
             },
             call: (a) => a.inputs,
         },
@@ -122,13 +116,7 @@ test("TLS as secret config (serve.tls.cert and serve.tls.key, no file anywhere):
         {
             newResource: (a) => {
                 if (a.name.includes("-tls-")) files[a.name] = a.inputs;
-                const state: Record<string, unknown> = { ...a.inputs };
-                if (a.name.endsWith("-preflight")) state.stdout = '{"arch":"x86_64"}';
-                if (a.name.endsWith("-probe")) state.result = '{"fingerprint":"f00"}';
-                if (a.name.endsWith("-readiness")) state.result = '{"ready":true}';
-                if (a.type.startsWith("pulumi-nodejs:dynamic")) state.imageId = "sha256:1";
-                if (a.type.startsWith("random:")) state.result = "k";
-                return { id: `${a.name}-id`, state };
+                return answerLikeHosts(a);
             },
             call: (a) => a.inputs,
         },

@@ -10,7 +10,7 @@ import * as path from "path";
 import * as pulumi from "@pulumi/pulumi";
 import { VllmCluster, VllmClusterArgs } from "../../components";
 import { inferComponentSchema } from "../lib/componentSchema";
-import { PROJECT, TEST_TLS, loadStackRaw } from "./harness";
+import { PROJECT, TEST_TLS, answerLikeHosts, loadStackRaw } from "./harness";
 
 const ROOT = path.join(__dirname, "..", "..");
 
@@ -25,15 +25,7 @@ interface Registered {
 async function mocks(stack: string): Promise<void> {
     await pulumi.runtime.setMocks(
         {
-            newResource: (a) => {
-                const state: Record<string, unknown> = { ...a.inputs };
-                if (a.name.endsWith("-preflight")) state.stdout = '{"arch":"x86_64"}';
-                if (a.name.endsWith("-probe")) state.result = '{"fingerprint":"f00"}';
-                if (a.name.endsWith("-readiness")) state.result = '{"ready":true}';
-                if (a.type.startsWith("pulumi-nodejs:dynamic")) state.imageId = "sha256:1";
-                if (a.type.startsWith("random:")) state.result = "k";
-                return { id: `${a.name}-id`, state };
-            },
+            newResource: answerLikeHosts,
             call: (a) => a.inputs,
         },
         PROJECT,
