@@ -26,20 +26,29 @@ export interface Project {
     lastOutput: string[];
 }
 
+/** What `pulumi` needs to run the program: the files and folders openProject copies. */
+const PROGRAM_FILES = ["Pulumi.yaml", "package.json", "tsconfig.json"];
+const PROGRAM_DIRS = ["infra", "components", "stacks"];
+
+/** A program copy's npm packages (the checkout's) and its own empty file backend (`<dir>/.state`). */
+function withPackagesAndBackend(dir: string): void {
+    fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(dir, "node_modules"));
+    fs.mkdirSync(path.join(dir, ".state"));
+}
+
 /**
  * Copies what `pulumi` needs to run the program (not the tests) into a temp dir and opens the stack there;
  * `stackFile`, when given, becomes the copy's stack file first (a stack file not in the repository).
  */
 export async function openProject(stackName: string, prefix = "vcl-it-", stackFile?: string): Promise<Project> {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
-    for (const f of ["Pulumi.yaml", "package.json", "tsconfig.json"]) {
+    for (const f of PROGRAM_FILES) {
         fs.copyFileSync(path.join(ROOT, f), path.join(dir, f));
     }
-    for (const d of ["infra", "components", "stacks"]) {
+    for (const d of PROGRAM_DIRS) {
         fs.cpSync(path.join(ROOT, d), path.join(dir, d), { recursive: true });
     }
-    fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(dir, "node_modules"));
-    fs.mkdirSync(path.join(dir, ".state"));
+    withPackagesAndBackend(dir);
     if (stackFile !== undefined) {
         fs.copyFileSync(stackFile, path.join(dir, "stacks", `Pulumi.${stackName}.yaml`));
     }
@@ -66,10 +75,6 @@ export async function openStack(dir: string, stackName: string, envVars: Record<
     return { dir, stackName, stackFile: path.join(dir, "stacks", `Pulumi.${stackName}.yaml`), stack, lastOutput: [] };
 }
 
-/** What `pulumi` needs to run the program: the files and folders openProject copies. */
-const PROGRAM_FILES = ["Pulumi.yaml", "package.json", "tsconfig.json"];
-const PROGRAM_DIRS = ["infra", "components", "stacks"];
-
 /**
  * openProject, but with the program as the repository's commit `commit` had it (an earlier release, for the upgrade
  * tests): `git archive` of that commit's program files, the checkout's npm packages. Throws naming the commit when
@@ -87,8 +92,7 @@ export async function openProjectAt(commit: string, stackName: string, prefix = 
     }
     const untar = spawnSync("tar", ["-x", "-C", dir], { input: got.stdout });
     if (untar.status !== 0) throw new Error(`unpacking the program at ${commit}: ${String(untar.stderr).trim()}`);
-    fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(dir, "node_modules"));
-    fs.mkdirSync(path.join(dir, ".state"));
+    withPackagesAndBackend(dir);
     return openStack(dir, stackName);
 }
 
