@@ -430,8 +430,10 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
 
     // The other refusals take the same path through the engine as the one above (the provider's check fails the
     // registration; serve depends on it): here the provider's own check, with the deployed check's inputs, against the
-    // image on the head, for each change; the deployed command itself and a valid change pass.
-    test.each<[string, (command: string[]) => string[], string]>([
+    // image on the head, for each change; the deployed command itself and a valid change pass. The six checks run at
+    // once, on the first case's turn (each is a vLLM start-up on the head, mostly waiting on its own imports); each
+    // case then asserts on its own result.
+    const checkCases: [string, (command: string[]) => string[], string][] = [
         ["the deployed command", (c) => c, ""],
         ["a valid change (--max-num-seqs 4)", (c) => [...c, "--max-num-seqs", "4"], ""],
         ["an unknown flag", (c) => [...c, "--no-such-flag"], "--no-such-flag is not a flag of vLLM 0.32.0"],
@@ -442,18 +444,28 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
         ],
         ["a value of the wrong type", (c) => [...c, "--max-model-len", "abc"], "--max-model-len: "],
         ["a choice vLLM does not offer", (c) => [...c, "--dtype", "float7"], "--dtype: invalid choice: 'float7'"],
-    ])(
+    ];
+    type CheckResult = Awaited<ReturnType<NonNullable<typeof serveArgsCheckProvider.check>>>;
+    let checksOnHead: Promise<Map<string, CheckResult>> | undefined;
+    const runChecksOnHead = async (): Promise<Map<string, CheckResult>> => {
+        const deployed = (await stateResources(p)).find((r) => r.name === "serve-args-check");
+        if (!deployed) throw new Error("no serve-args-check in the state");
+        const inputs = deployed.outputs as Record<string, unknown> & { command: string[] };
+        expect(inputs.command.slice(0, 2)).toEqual(["vllm", "serve"]);
+        // the recorded check names its script relative to the directory the engine ran the program in: the same
+        // step made here, from this checkout, with the deployed image
+        const checkScript = serveArgsCheckCommand(hosts.target(head), head, String(inputs.image));
+        const results = await Promise.all(
+            checkCases.map(([, commandOf]) =>
+                serveArgsCheckProvider.check!(undefined, { ...inputs, command: commandOf(inputs.command), checkScript, vllm: undefined }),
+            ),
+        );
+        return new Map(checkCases.map(([what], i) => [what, results[i]]));
+    };
+    test.each(checkCases)(
         "the serve arguments check on the head's image: %s",
-        async (_what, commandOf, says) => {
-            const deployed = (await stateResources(p)).find((r) => r.name === "serve-args-check");
-            if (!deployed) throw new Error("no serve-args-check in the state");
-            const inputs = deployed.outputs as Record<string, unknown> & { command: string[] };
-            expect(inputs.command.slice(0, 2)).toEqual(["vllm", "serve"]);
-            // the recorded check names its script relative to the directory the engine ran the program in: the same
-            // step made here, from this checkout, with the deployed image
-            const checkScript = serveArgsCheckCommand(hosts.target(head), head, String(inputs.image));
-            const news = { ...inputs, command: commandOf(inputs.command), checkScript, vllm: undefined };
-            const r = await serveArgsCheckProvider.check!(undefined, news);
+        async (what, _commandOf, says) => {
+            const r = (await (checksOnHead ??= runChecksOnHead())).get(what)!;
             if (says === "") {
                 expect(r.failures ?? []).toEqual([]);
                 expect(r.inputs.vllm).toBe("0.32.0");
@@ -463,10 +475,10 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
                 expect(r.failures![0].reason).toContain(says);
                 expect(r.failures![0].reason).toContain("the running server was not touched");
             }
-            // the check ran beside the serving cluster and left it serving
+            // the checks ran beside the serving cluster and left it serving
             expect((await chat(endpoint, model, apiKey)).status).toBe(200);
         },
-        120_000,
+        300_000,
     );
 
     test("a serve argument change: preview names the flag; up replaces only serve and its readiness check", async () => {
