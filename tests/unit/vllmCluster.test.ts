@@ -5,7 +5,6 @@
  * (Pulumi's own schema inference, tests/lib/componentSchema.ts).
  */
 import * as fs from "fs";
-import * as os from "os";
 import * as path from "path";
 import * as pulumi from "@pulumi/pulumi";
 import { VllmCluster, VllmClusterArgs } from "../../components";
@@ -156,20 +155,23 @@ test("a second cluster with another name in the same program is refused naming t
 });
 
 describe("the arguments as a component package gets them (Pulumi's schema inference from the TypeScript)", () => {
-    let dir: string;
-    beforeAll(() => {
-        // the package's source as `pulumi package add` reads it, with components/index.ts as the entry point
-        dir = fs.mkdtempSync(path.join(os.tmpdir(), "vcl-component-schema-"));
-        for (const d of ["components", "infra"]) fs.symlinkSync(path.join(ROOT, d), path.join(dir, d));
-        fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(dir, "node_modules"));
-        const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8")) as Record<string, unknown>;
-        fs.writeFileSync(path.join(dir, "package.json"), JSON.stringify({ ...pkg, main: "components/index.ts" }));
-        fs.copyFileSync(path.join(ROOT, "tsconfig.json"), path.join(dir, "tsconfig.json"));
+    // the package's folder as `pulumi package add` reads it: package.json, tsconfig.json, the entry point
+    const dir = path.join(ROOT, "package");
+
+    test("package/ is the package vllm-cluster at the repository's version, with no npm packages of its own", () => {
+        const pkg = JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8")) as Record<string, unknown>;
+        const root = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8")) as Record<string, unknown>;
+        // the name gives the type token's package; a dependency would install a second @pulumi/pulumi beside the
+        // checkout's, whose runtime the components register with
+        expect(pkg).toMatchObject({ name: "vllm-cluster", version: root.version, main: "index.js" });
+        expect(pkg.dependencies).toBeUndefined();
+        expect(fs.readFileSync(path.join(dir, "PulumiPlugin.yaml"), "utf8")).toMatch(/^runtime: nodejs$/m);
     });
-    afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
     test("VllmClusterArgs is accepted: nested sections are types with their JSDoc, the secrets are Inputs, the outputs are listed", () => {
         const schema = inferComponentSchema(dir, ["VllmCluster"]);
+        expect(schema.name).toBe("vllm-cluster");
+        expect(Object.keys(schema.resources)).toEqual(["vllm-cluster:index:VllmCluster"]);
         const c = schema.resources["vllm-cluster:index:VllmCluster"];
         expect(c.isComponent).toBe(true);
         expect(c.requiredInputs?.sort()).toEqual(["image", "model", "nodes", "serve", "ssh"]);
