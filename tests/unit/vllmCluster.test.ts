@@ -11,6 +11,9 @@ import { VllmCluster, VllmClusterArgs } from "../../components";
 import { inferComponentSchema } from "../lib/componentSchema";
 import { PROJECT, TEST_TLS, answerLikeHosts, loadStackRaw } from "./harness";
 
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const yaml = require("js-yaml") as { load(s: string): unknown };
+
 const ROOT = path.join(__dirname, "..", "..");
 
 interface Registered {
@@ -188,4 +191,19 @@ describe("the arguments as a component package gets them (Pulumi's schema infere
             ["apiKey", "clusterFingerprint", "endpoint", "modelCommit", "nodes", "rayDashboard", "servedModelName"].sort(),
         );
     }, 120_000);
+});
+
+test("the YAML example a user copies declares the local stack's settings; the files it reads come from its config, those of the stack file by default", () => {
+    const doc = yaml.load(fs.readFileSync(path.join(ROOT, "examples", "yaml", "Pulumi.yaml"), "utf8")) as {
+        config: Record<string, { default: string }>;
+        resources: { vllm: { type: string; properties: Record<string, unknown> } };
+    };
+    expect(doc.resources.vllm.type).toBe("vllm-cluster:index:VllmCluster");
+    const { tlsKey, ...settings } = doc.resources.vllm.properties;
+    // the private key goes in apart, as the secret Input tlsKey (the docs' way), read from the file config names
+    expect(tlsKey).toEqual({ "fn::secret": { "fn::readFile": "${tlsKeyFile}" } });
+    const byDefault = JSON.parse(JSON.stringify(settings).replace(/\$\{(\w+)\}/g, (_, k: string) => doc.config[k].default)) as unknown;
+    const local = loadStackRaw("local") as { serve: { tls: { certFile: string; keyFile: string } } };
+    expect(byDefault).toEqual({ ...local, serve: { ...local.serve, tls: { certFile: local.serve.tls.certFile } } });
+    expect(doc.config.tlsKeyFile.default).toBe(local.serve.tls.keyFile);
 });
