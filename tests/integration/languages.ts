@@ -7,8 +7,10 @@
  *
  * The component package and each program are copied side by side into one temporary folder first, so nothing the
  * CLI writes (node_modules/, sdks/, venv/, Pulumi.yaml's packages) lands in the repository, and the programs share
- * one installed copy of the component. Offline: the component's npm packages come from npm's cache, and a Python
- * program's from a wheel folder filled once from PyPI and kept in the user cache. Needs `setup/toolchain.sh
+ * one installed copy of the component. A package whose code lives beside its folder (the repository's own,
+ * package/ importing components/ and infra/) is copied with those folders and the checkout's npm packages, as a
+ * user's checkout has them. Offline: the component's npm packages come from npm's cache (or the checkout), and a
+ * Python program's from a wheel folder filled once from PyPI and kept in the user cache. Needs `setup/toolchain.sh
  * --languages python,yaml` (the language hosts next to the CLI) and, for Python, python3 with its venv module.
  */
 import { spawn } from "child_process";
@@ -29,8 +31,26 @@ export interface ComponentCopy {
     workDir: string;
     /** The component package's copy, its npm packages installed. */
     dir: string;
+    /** The node_modules folder its code loads its npm packages from. */
+    nodeModules: string;
     /** Seconds `npm install` took in it. */
     installSeconds: number;
+}
+
+/** Where a component package's code is, when not all of it is in the package's folder. */
+export interface ComponentLayout {
+    /** Folders beside the package's folder that its code imports (`../components`), copied along. */
+    siblings?: string[];
+    /**
+     * The npm packages its code loads, linked beside the package's folder instead of installed into it (the
+     * checkout's node_modules, for a package that declares no dependencies of its own).
+     */
+    nodeModules?: string;
+    /**
+     * The folder that holds the package's folder (under its own name) and its siblings in the copy, as a checkout
+     * does; without it the package's folder is copied as `component`.
+     */
+    checkoutName?: string;
 }
 
 /** A program copy ready for preview/up/destroy (engine.ts), and what preparing it took. */
@@ -56,6 +76,8 @@ export interface PrepareOptions {
     stackName: string;
     /** Stack config, set before anything runs (keys without the project's namespace). */
     config?: Record<string, ConfigValue>;
+    /** Environment for every CLI run on the program besides the file backend's (PATH, for one). */
+    env?: Record<string, string>;
 }
 
 export interface CommandResult {
@@ -122,16 +144,22 @@ const NPM_OFFLINE = {
 };
 
 /**
- * Copies the component package into a new temporary folder and installs its npm packages there, as `pulumi
- * package add` would on its first run (it runs `npm install` in the component's folder each time; once installed,
- * that takes a second).
+ * Copies the component package into a new temporary folder (with the folders beside it that `layout` names, and its
+ * npm packages linked there) and runs `npm install` in its folder, as `pulumi package add` would on its first run
+ * (it runs `npm install` in the component's folder each time; once installed, that takes a second).
  */
-export async function copyComponent(componentDir: string): Promise<ComponentCopy> {
+export async function copyComponent(componentDir: string, layout: ComponentLayout = {}): Promise<ComponentCopy> {
     const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "vcl-lang-"));
-    const dir = path.join(workDir, "component");
+    const top = layout.checkoutName === undefined ? workDir : path.join(workDir, layout.checkoutName);
+    const dir = path.join(top, layout.checkoutName === undefined ? "component" : path.basename(componentDir));
     copyTree(componentDir, dir);
+    for (const sibling of layout.siblings ?? []) {
+        copyTree(path.join(componentDir, "..", sibling), path.join(top, sibling));
+    }
+    if (layout.nodeModules !== undefined) fs.symlinkSync(layout.nodeModules, path.join(top, "node_modules"));
     const r = await mustRun("the component's npm packages", ["npm", "install"], dir, { ...process.env, ...NPM_OFFLINE }, 300_000);
-    return { workDir, dir, installSeconds: r.seconds };
+    const nodeModules = layout.nodeModules === undefined ? path.join(dir, "node_modules") : path.join(top, "node_modules");
+    return { workDir, dir, nodeModules, installSeconds: r.seconds };
 }
 
 const CACHE = process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), ".cache");
@@ -175,9 +203,9 @@ export async function ensureWheels(requirementsFile: string): Promise<{ dir: str
 
 /**
  * Copies the program next to the component's copy (under the program folder's own name), opens its stack on a
- * file backend in it, sets the config, and runs `pulumi package add ../component` in it, as a user would. For
- * Python that also makes the venv (Pulumi.yaml's `virtualenv`) and installs requirements.txt and the generated SDK
- * into it, from the wheel folder. Throws with the failing step's output.
+ * file backend in it, sets the config, and runs `pulumi package add <the component's copy>` in it (a relative
+ * path), as a user would. For Python that also makes the venv (Pulumi.yaml's `virtualenv`) and installs
+ * requirements.txt and the generated SDK into it, from the wheel folder. Throws with the failing step's output.
  */
 export async function prepareProgram(opts: PrepareOptions): Promise<LanguageProgram> {
     const language = programLanguage(opts.programDir);
@@ -185,7 +213,14 @@ export async function prepareProgram(opts: PrepareOptions): Promise<LanguageProg
     copyTree(opts.programDir, programDir);
     fs.mkdirSync(path.join(programDir, ".state"));
     const seconds: Record<string, number> = {};
-    const env: Record<string, string> = { ...engineEnv(programDir), ...NPM_OFFLINE };
+    const env: Record<string, string> = {
+        ...engineEnv(programDir),
+        ...NPM_OFFLINE,
+        // A dynamic resource of the component runs in Pulumi's Node.js dynamic provider, which the engine starts in
+        // the program's folder and which finds its module there only through NODE_PATH (pulumi/pulumi#5455)
+        NODE_PATH: opts.component.nodeModules,
+        ...opts.env,
+    };
     if (language === "python") {
         const wheels = await ensureWheels(path.join(programDir, "requirements.txt"));
         seconds.wheels = wheels.seconds;

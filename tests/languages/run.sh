@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# stage: the TypeScript component package from Python and YAML programs (real CLI, language hosts from source)
+# stage: TypeScript component packages from Python and YAML programs (real CLI, language hosts from source)
 #
 # Builds (once; cached like the rest of the toolchain) the Python and YAML language hosts with
 # setup/toolchain.sh --languages python,yaml, then runs tests/languages/*.test.ts: a tiny component package
 # (tests/fixtures/languages/component) added with `pulumi package add` to a Python and a YAML program, each
-# previewed, deployed, deployed again without changes and destroyed on a throwaway file backend. Needs no root
-# and no simulated hosts; the first run also fills a wheel folder from PyPI (about 13 MB) in the user cache.
+# previewed, deployed, deployed again without changes and destroyed on a throwaway file backend; and the
+# project's own package (package/, VllmCluster) added to examples/python and examples/yaml, each previewed
+# (the plan, and bad arguments refused), never deployed. Needs no root and no simulated hosts; the first run also
+# fills a wheel folder from PyPI (about 13 MB) in the user cache.
 #
 #   bash tests/languages/run.sh [jest arguments]
 set -uo pipefail
