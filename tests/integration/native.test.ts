@@ -182,26 +182,36 @@ describe("backend native on the simulated hosts through the real Pulumi engine",
     test("each rank's command is checked by the image's own vLLM on its host: the headless rank's refusal names spark-2; the ranks keep serving", async () => {
         await serving();
         const state = await stateResources(p);
-        for (const [rank, node] of [
+        // the four checks (each rank's deployed command, and the same with a flag vLLM does not have) run at once:
+        // each is a vLLM start-up on the rank's host, mostly waiting on its own imports
+        const ranks = [
             [0, head],
             [1, worker],
-        ] as const) {
-            const deployed = state.find((r) => r.name === `serve-rank-${rank}-args-check`);
-            if (!deployed) throw new Error(`no serve-rank-${rank}-args-check in the state`);
-            const inputs = deployed.outputs as Record<string, unknown> & { command: string[]; node: string };
+        ] as const;
+        const checked = await Promise.all(
+            ranks.map(async ([rank, node]) => {
+                const deployed = state.find((r) => r.name === `serve-rank-${rank}-args-check`);
+                if (!deployed) throw new Error(`no serve-rank-${rank}-args-check in the state`);
+                const inputs = deployed.outputs as Record<string, unknown> & { command: string[]; node: string };
+                // the recorded check names its script relative to where the engine ran the program: made here instead
+                const checkScript = serveArgsCheckCommand(hosts.target(node), node, String(inputs.image));
+                const [ok, bad] = await Promise.all([
+                    serveArgsCheckProvider.check!(undefined, { ...inputs, checkScript, vllm: undefined }),
+                    serveArgsCheckProvider.check!(undefined, {
+                        ...inputs,
+                        checkScript,
+                        command: [...inputs.command, "--no-such-flag"],
+                        vllm: undefined,
+                    }),
+                ]);
+                return { rank, node, inputs, ok, bad };
+            }),
+        );
+        for (const { rank, node, inputs, ok, bad } of checked) {
             expect(inputs.node).toBe(node);
             if (rank === 1) expect(inputs.command).toContain("--headless");
-            // the recorded check names its script relative to where the engine ran the program: made here instead
-            const checkScript = serveArgsCheckCommand(hosts.target(node), node, String(inputs.image));
-            const ok = await serveArgsCheckProvider.check!(undefined, { ...inputs, checkScript, vllm: undefined });
             expect(ok.failures ?? []).toEqual([]);
             expect(ok.inputs.vllm).toBe("0.32.0");
-            const bad = await serveArgsCheckProvider.check!(undefined, {
-                ...inputs,
-                checkScript,
-                command: [...inputs.command, "--no-such-flag"],
-                vllm: undefined,
-            });
             expect(bad.failures).toHaveLength(1);
             expect(bad.failures![0].reason).toContain(`serve would not start on node ${node}: --no-such-flag is not a flag of vLLM 0.32.0`);
         }
