@@ -179,8 +179,13 @@ if ((fast == 0)); then
   trap 'rm -f "${VCL_TESTBED_DIR:-/var/lib/vllm-cluster-testbed}/tests-running"' EXIT
   if bash setup/toolchain.sh --check >/dev/null 2>&1; then toolchain_cache=cached; else toolchain_cache=cold; fi
   stage toolchain "Pulumi toolchain from pinned sources (real CLI lifecycle with all three providers)" toolchain
-  # The self-test runs inside the terminal stage: the first run's steps as a person meets them, in a terminal
+  # The self-test runs inside the terminal stage: the first run's steps as a person meets them, in a terminal. It
+  # brings the hosts up from nothing and leaves them up for the stages after it (VCL_SELFTEST_KEEP=hosts): a second
+  # start from nothing would load the image onto spark-1 again (about 90 s here). The teardown stage's `testbed down`
+  # then fails on anything left behind.
+  export VCL_SELFTEST_KEEP=hosts
   script_stage self-test tests/testbed/terminal.sh
+  unset VCL_SELFTEST_KEEP
   # a test image built by this run is a tarball in the testbed's cache newer than the run's start
   image_cache=cached
   if [[ -n $(find "${XDG_CACHE_HOME:-$HOME/.cache}/vllm-cluster/testbed-image" -maxdepth 1 -name '*.tar' \
