@@ -9,9 +9,11 @@
 #   sudo bash tests/integration/run.sh           every file
 #   sudo bash tests/integration/run.sh ray       the backend-ray file only (cluster.test.ts); under npm test
 #                                                (VCL_HANDOFF set) it hands its serving cluster to the fault suite
-#   sudo bash tests/integration/run.sh others    every other file but the Docker 28 cluster (native, scale, the chain
-#                                                agent, discovery, the image build, the Hub download, chain faults,
-#                                                the upgrade from the release before VllmCluster)
+#   sudo bash tests/integration/run.sh others    every other file but the Docker 28 cluster and the upgrade (native,
+#                                                the image build and scale, the chain agent, discovery, the Hub
+#                                                download, chain faults)
+#   sudo bash tests/integration/run.sh upgrade   the upgrade from the release before VllmCluster (upgrade.test.ts;
+#                                                npm run test:upgrade): not in npm test, for its 90 minutes
 #   sudo bash tests/integration/run.sh engines   the Docker 28 cluster (engines.test.ts; npm run test:engines): not in
 #                                                npm test, whose 90 minutes it would pass on the slower 2-core
 #                                                machines (docs/testing.md#how-long)
@@ -26,7 +28,8 @@ source tests/lib/testbed-stage.sh
 part=all
 case ${1:-} in
   ray) part=ray; shift; set -- "$@" tests/integration/cluster.test.ts ;;
-  others) part=others; shift; set -- "$@" --testPathIgnorePatterns tests/integration/cluster.test.ts tests/integration/engines.test.ts ;;
+  others) part=others; shift; set -- "$@" --testPathIgnorePatterns tests/integration/cluster.test.ts tests/integration/engines.test.ts tests/integration/upgrade.test.ts ;;
+  upgrade) part=upgrade; shift; set -- "$@" tests/integration/upgrade.test.ts ;;
   engines) part=engines; shift; set -- "$@" tests/integration/engines.test.ts ;;
 esac
 
