@@ -7,6 +7,8 @@ import { SparkNode } from "./sparkNode";
 export interface ClusterReadyArgs {
     /** The head host; the probe runs inside its Ray head container. */
     head: SparkNode;
+    /** That container's name (containerNames). */
+    headContainer: string;
     /** The head's `<fabric IP>:<gcs port>` output. */
     address: pulumi.Input<string>;
     /** Every node expected in the Ray cluster, with the fabric IP it must register with. */
@@ -54,8 +56,8 @@ export class ClusterReady extends pulumi.ComponentResource {
             `${name}-probe`,
             {
                 what: `cluster readiness on node ${args.head.node.name}`,
-                waitScript: address.apply((a) => clusterReadyCommand(args.head.ssh, spec(a, args.timeoutSeconds))),
-                checkScript: address.apply((a) => clusterReadyCommand(args.head.ssh, spec(a, 0))),
+                waitScript: address.apply((a) => clusterReadyCommand(args.head.ssh, spec(a, args.timeoutSeconds), args.headContainer)),
+                checkScript: address.apply((a) => clusterReadyCommand(args.head.ssh, spec(a, 0), args.headContainer)),
                 triggers: [...args.containerIds, args.roster],
             },
             { parent: this },

@@ -5,6 +5,7 @@ import type { RayConfig } from "../infra/config";
 import { containerOptions } from "../infra/builders/containers";
 import { rayTokenFile, secretFileCommands, secretHash } from "../infra/builders/key";
 import { RayHeadContainerInput, rayHeadContainerArgs } from "../infra/builders/rayContainers";
+import { clusterPrefix, containerNames } from "../infra/contract";
 import { KeyFile } from "../infra/providers/keyFile";
 import { ClusterReady, ClusterReadyArgs } from "./clusterReady";
 import { SparkNode } from "./sparkNode";
@@ -26,7 +27,7 @@ export interface RayToken {
 }
 
 /** What the gate needs beyond the head and its workers (ClusterReadyArgs without what the head supplies). */
-export type RayClusterReadyArgs = Omit<ClusterReadyArgs, "head" | "address" | "containerIds">;
+export type RayClusterReadyArgs = Omit<ClusterReadyArgs, "head" | "headContainer" | "address" | "containerIds">;
 
 /**
  * The Ray head: the cluster's token (with `ray.auth: token`) and its file on the head, the head container bound to
@@ -36,6 +37,8 @@ export type RayClusterReadyArgs = Omit<ClusterReadyArgs, "head" | "address" | "c
  */
 export class RayHead extends pulumi.ComponentResource {
     public readonly host: SparkNode;
+    /** The cluster's name: it names the head's containers and the children of the cluster's own. */
+    public readonly cluster: string;
     public readonly container: docker.Container;
     /** `<fabric IP>:<gcs port>`, resolved once the container exists: workers take it as input. */
     public readonly address: pulumi.Output<string>;
@@ -48,18 +51,19 @@ export class RayHead extends pulumi.ComponentResource {
         super("vllm-cluster:index:RayHead", name, {}, opts);
         const { host, auth, ...input } = args;
         this.host = host;
+        this.cluster = args.cluster;
         const node = host.node;
 
         if (auth === "token") {
             // "ray-token" and its files were created at the top level and under each host before this component
             // owned them: the aliases keep them (and so every Ray container) in place on upgrade
             const password = new random.RandomPassword(
-                "ray-token",
+                `${clusterPrefix(args.cluster)}ray-token`,
                 { length: RAY_TOKEN_LENGTH, special: false },
                 { parent: this, aliases: [{ parent: pulumi.rootStackResource }] },
             );
             this.token = { value: password.result, hash: pulumi.unsecret(password.result.apply((t) => secretHash("ray token", t))) };
-            this.tokenHash = rayTokenFileOn(this, host, this.token);
+            this.tokenHash = rayTokenFileOn(this, host, this.token, args.cluster);
         }
 
         this.container = new docker.Container(
@@ -80,8 +84,14 @@ export class RayHead extends pulumi.ComponentResource {
      */
     public ready(workers: { container: docker.Container }[], args: RayClusterReadyArgs): ClusterReady {
         return new ClusterReady(
-            "cluster-ready",
-            { ...args, head: this.host, address: this.address, containerIds: [this.container.id, ...workers.map((w) => w.container.id)] },
+            `${clusterPrefix(this.cluster)}cluster-ready`,
+            {
+                ...args,
+                head: this.host,
+                headContainer: containerNames(this.cluster).rayHead,
+                address: this.address,
+                containerIds: [this.container.id, ...workers.map((w) => w.container.id)],
+            },
             { parent: this, aliases: [{ parent: pulumi.rootStackResource }] },
         );
     }
@@ -91,10 +101,10 @@ export class RayHead extends pulumi.ComponentResource {
  * The token installed as a mode-600 file on `host` (after its preflight made the state directory), a child of
  * `parent`; returns the installed file's hash, which that host's Ray containers take as data.
  */
-export function rayTokenFileOn(parent: pulumi.Resource, host: SparkNode, token: RayToken): pulumi.Output<string> {
+export function rayTokenFileOn(parent: pulumi.Resource, host: SparkNode, token: RayToken, cluster: string): pulumi.Output<string> {
     const node = host.node.name;
     const file = new KeyFile(
-        `${node}-ray-token-file`,
+        `${clusterPrefix(cluster)}${node}-ray-token-file`,
         {
             what: `ray token file on node ${node}`,
             ...secretFileCommands(host.ssh, rayTokenFile(host.stateDir, node)),

@@ -22,7 +22,7 @@ export class RayWorker extends pulumi.ComponentResource {
     constructor(name: string, args: RayWorkerArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-cluster:index:RayWorker", name, {}, opts);
         const { host, head, ...input } = args;
-        const rayTokenHash = head.token ? rayTokenFileOn(this, host, head.token) : undefined;
+        const rayTokenHash = head.token ? rayTokenFileOn(this, host, head.token, head.cluster) : undefined;
 
         this.container = new docker.Container(
             `${name}-container`,

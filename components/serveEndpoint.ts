@@ -8,6 +8,7 @@ import { serveReadinessCommand, serveReadinessSpec } from "../infra/builders/rea
 import { serveArgsCheckCommand } from "../infra/builders/serveArgsCheck";
 import { HostCheck } from "../infra/providers/hostCheck";
 import { KeyFile } from "../infra/providers/keyFile";
+import { clusterPrefix, containerNames } from "../infra/contract";
 import { ServeArgsCheck } from "../infra/providers/serveArgsCheck";
 import type { TlsMaterial } from "../infra/tls";
 import { SparkNode } from "./sparkNode";
@@ -41,6 +42,8 @@ export interface ServeFileHashes {
 }
 
 export interface ServeEndpointArgs {
+    /** The cluster's name: it names the serve container the readiness check looks at, and the key's resource. */
+    cluster: string;
     /** The host that serves the API and holds the key file. */
     head: SparkNode;
     /** HTTPS: the certificate and key (secret) installed on the head next to the API key; unset: plain HTTP. */
@@ -83,7 +86,7 @@ export class ServeEndpoint extends pulumi.ComponentResource {
 
         // "api-key" was made at the top level before this component owned it: the alias keeps the key on upgrade
         const key = new random.RandomPassword(
-            "api-key",
+            `${clusterPrefix(args.cluster)}api-key`,
             { length: API_KEY_LENGTH, special: false },
             { parent: this, aliases: [{ parent: pulumi.rootStackResource }] },
         );
@@ -113,7 +116,9 @@ export class ServeEndpoint extends pulumi.ComponentResource {
             );
         }
 
-        const spec = (seconds: number) => serveReadinessSpec(node, args.serve, args.model, stateDir, seconds, tls !== undefined);
+        const serveContainer = containerNames(args.cluster).serve;
+        const spec = (seconds: number) =>
+            serveReadinessSpec(node, args.serve, args.model, stateDir, seconds, tls !== undefined, serveContainer);
         this.readiness = new HostCheck(
             `${name}-readiness`,
             {

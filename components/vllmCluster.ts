@@ -7,6 +7,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { warnServeKeysForRay } from "../infra/config";
 import { buildCluster } from "../infra/program";
 import { checkClusterArgs } from "./clusterArgs";
+import { SharedHosts } from "./sharedHosts";
 import type { VllmClusterArgs } from "./vllmClusterArgs";
 
 export type { VllmClusterArgs } from "./vllmClusterArgs";
@@ -26,12 +27,15 @@ export interface ClusterNode {
 
 const TYPE = "vllm-cluster:index:VllmCluster";
 
-/**
- * The clusters made in this program, by name. Container names on the hosts are not yet scoped by the cluster's name,
- * and neither are the children's names, so a second cluster in one program would collide with the first on the hosts
- * and in the state: it is refused, naming both.
- */
-const made = new Set<string>();
+/** The clusters made in each program (by project and stack), and what each holds on its hosts (components/sharedHosts.ts). */
+const made = new Map<string, SharedHosts>();
+
+function programClusters(): SharedHosts {
+    const key = `${pulumi.getProject()}/${pulumi.getStack()}`;
+    const known = made.get(key) ?? new SharedHosts();
+    made.set(key, known);
+    return known;
+}
 
 /**
  * A vLLM OpenAI-compatible endpoint served by tensor (and pipeline) parallel ranks across the hosts in `nodes`: each
@@ -62,17 +66,11 @@ export class VllmCluster extends pulumi.ComponentResource {
     constructor(name: string, args: VllmClusterArgs, opts?: pulumi.ComponentResourceOptions) {
         // Before anything is registered: a bad argument fails naming its key, and no child (nor this) exists.
         const checked = checkClusterArgs(name, args);
-        if (made.size > 0 && !made.has(name)) {
-            throw new Error(
-                `VllmCluster ${name}: this program already has the cluster ${[...made].join(", ")}; one cluster per program (and per ` +
-                    "set of hosts) until container names are scoped by the cluster's name",
-            );
-        }
+        programClusters().add(name, checked.cfg);
         super(TYPE, name, {}, opts);
-        made.add(name);
         const { cfg, secrets, tls, hfToken } = checked;
         warnServeKeysForRay(cfg);
-        const out = buildCluster(cfg, pulumi.getStack(), secrets, tls, hfToken, this);
+        const out = buildCluster(cfg, pulumi.getStack(), secrets, tls, hfToken, this, name);
 
         this.endpoint = out.endpoint;
         this.servedModelName = pulumi.output(out.servedModelName);

@@ -7,6 +7,7 @@ import { z } from "zod";
 import { clusterSchema } from "./configSchema/cluster";
 import type { ClusterConfig } from "./configSchema/cluster";
 import type { secretFields } from "./configSchema/secrets";
+import { CLUSTER_NAME_RE, DEFAULT_CLUSTER } from "./contract";
 
 export type { Backend, ClusterConfig } from "./configSchema/cluster";
 export type { GpuRuntime, NodeConfig } from "./configSchema/nodes";
@@ -70,6 +71,25 @@ export function loadConfig(): ClusterConfig {
  * Every key of the `vllm-cluster` namespace as the stack file holds it (structured keys parsed from their JSON text),
  * the Hub token left out; throws when a key that cannot stay secret was set with --secret. Not validated.
  */
+/**
+ * The stack file's cluster name (`vllm-cluster:clusterName`): unset, DEFAULT_CLUSTER, the name every release gave the
+ * stack program's cluster. A second stack on the same hosts names its own, which names its containers, its state
+ * directory and its resources (docs/component.md, "Two clusters on one set of hosts").
+ */
+export const CLUSTER_NAME_KEY = "clusterName";
+
+export function loadClusterName(): string {
+    const name = new pulumi.Config(CONFIG_NAMESPACE).get(CLUSTER_NAME_KEY);
+    if (name === undefined || name === "") return DEFAULT_CLUSTER;
+    if (!CLUSTER_NAME_RE.test(name)) {
+        throw new Error(
+            `invalid ${CONFIG_NAMESPACE} stack config (1 problem(s)):\n  - ${CLUSTER_NAME_KEY}: ${JSON.stringify(name)} must be lower-case ` +
+                "letters, digits and dashes, starting with a letter and ending with a letter or digit, at most 32 characters",
+        );
+    }
+    return name;
+}
+
 export function loadRawConfig(): Record<string, unknown> {
     const cfg = new pulumi.Config(CONFIG_NAMESPACE);
     const prefix = `${CONFIG_NAMESPACE}:`;
@@ -83,6 +103,7 @@ export function loadRawConfig(): Record<string, unknown> {
     const raw: Record<string, unknown> = {};
     for (const key of keys) {
         if (key === HF_TOKEN_KEY) continue; // a secret, read by loadHfToken only
+        if (key === CLUSTER_NAME_KEY) continue; // the component's name, not one of its arguments: loadClusterName
         const text = cfg.get(key);
         if (text !== undefined) {
             raw[key] = STRUCTURED_KEYS.has(key) ? parseStructured(text) : text;

@@ -4,12 +4,20 @@
  * the policy pack (a separate package) all import it, so it has no dependencies at all.
  */
 
-/** Fixed container names: one of each per host, so a second deployment on the same host fails loudly. */
-export const CONTAINER = {
-    rayHead: "vllm-ray-head",
-    rayWorker: "vllm-ray-worker",
-    serve: "vllm-serve",
-} as const;
+/** A cluster's container names on its hosts: `<cluster>-ray-head`, `<cluster>-ray-worker`, `<cluster>-serve`. */
+export interface ContainerNames {
+    rayHead: string;
+    rayWorker: string;
+    serve: string;
+}
+
+/**
+ * The container names of the cluster named `cluster`: one of each per host and cluster, so a second deployment of
+ * the same cluster on a host fails loudly while a cluster with another name runs beside it.
+ */
+export function containerNames(cluster: string): ContainerNames {
+    return { rayHead: `${cluster}-ray-head`, rayWorker: `${cluster}-ray-worker`, serve: `${cluster}-serve` };
+}
 
 export const LABEL_PREFIX = "vllm-cluster.";
 
@@ -29,6 +37,8 @@ export const LABEL = {
     pipelineParallelSize: "vllm-cluster.pipeline-parallel-size",
     clusterGpus: "vllm-cluster.cluster-gpus",
     apiKeyFile: "vllm-cluster.api-key-file",
+    /** The cluster's name, on every container of a cluster not named DEFAULT_CLUSTER (whose containers have none). */
+    cluster: "vllm-cluster.cluster",
     dashboardHost: "vllm-cluster.dashboard-host",
     /** Backend native only: the serve container's vLLM node rank (0 serves the API, > 0 run --headless). */
     nodeRank: "vllm-cluster.node-rank",
@@ -183,6 +193,17 @@ export function portNumbers(claims: readonly PortClaim[]): number[] {
 
 /** The stack program's cluster: the VllmCluster it makes is named so (infra/index.ts). */
 export const DEFAULT_CLUSTER = "vllm";
+
+/**
+ * What a cluster's Pulumi children's names start with: nothing for DEFAULT_CLUSTER (the names every release gave
+ * them, so its stacks keep their URNs), `<cluster>-` for any other, so two clusters in one program never share a URN.
+ */
+export function clusterPrefix(cluster: string): string {
+    return cluster === DEFAULT_CLUSTER ? "" : `${cluster}-`;
+}
+
+/** The container names of the stack program's cluster (DEFAULT_CLUSTER), as every release has named them. */
+export const CONTAINER: ContainerNames = containerNames(DEFAULT_CLUSTER);
 
 /** A VllmCluster's name: lower-case letters, digits and dashes, starting with a letter (it will name containers). */
 export const CLUSTER_NAME_RE = /^[a-z][a-z0-9-]{0,30}[a-z0-9]$/;

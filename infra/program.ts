@@ -1,24 +1,29 @@
 import * as pulumi from "@pulumi/pulumi";
-import { ImageDistribution } from "../components/imageDistribution";
-import { hubEndpoint } from "./builders/hub";
-import { resolveBuild } from "./imageBuild";
-import { ModelDistribution } from "../components/modelDistribution";
 import { RayHead } from "../components/rayHead";
 import { RayWorker } from "../components/rayWorker";
 import { ServeContainer, ServeEndpoint } from "../components/serveEndpoint";
 import { SparkNode } from "../components/sparkNode";
 import { ContainerInput } from "./builders/containers";
+import { clusterStateDir } from "./builders/node";
 import { dashboardTunnelHint } from "./builders/ray";
 import { nativeRankContainerArgs, serveContainerArgs } from "./builders/serveContainers";
-import { remoteStepCommand } from "./builders/remoteStep";
-import { sshTargetOf } from "./builders/ssh";
-import { chainPeers, peerHost } from "./builders/peers";
 import { joinFingerprint } from "./builders/vllm";
-import { Roster } from "./providers/roster";
-import { stackContainersRemoveStep } from "./builders/node";
 import { ClusterConfig, NO_SECRET_CONFIG, NodeConfig, SecretConfig } from "./config";
-import { nodeListenPorts } from "./builders/ports";
+import { DEFAULT_CLUSTER, clusterPrefix } from "./contract";
+import {
+    Placement,
+    containerInputs,
+    imageDistribution,
+    modelDistribution,
+    placement,
+    sparkNodes,
+    stackRoster,
+    tlsMatchesConfig,
+} from "./programParts";
+import { Roster } from "./providers/roster";
 import type { ServeTls } from "./tls";
+
+export type { Placement } from "./programParts";
 
 export interface ClusterOutputs {
     endpoint: pulumi.Output<string>;
@@ -30,66 +35,6 @@ export interface ClusterOutputs {
     clusterFingerprint: pulumi.Output<string>;
     /** model.hub: the commit the model was downloaded at. */
     modelCommit?: pulumi.Output<string>;
-}
-
-/** serve.tls and the files read for it go together (loadTls reads them when the program starts). */
-function tlsMatchesConfig(cfg: ClusterConfig, tls: ServeTls): void {
-    if ((cfg.serve.tls === undefined) !== (tls === undefined)) {
-        const why = cfg.serve.tls ? "set but its files were not read (loadTls)" : "unset but TLS files were given";
-        throw new Error(`buildCluster: serve.tls is ${why}`);
-    }
-}
-
-/**
- * Where the cluster's top-level parts go: under `parent` (a VllmCluster), each with an alias to its URN as a child of
- * the stack, where the stack program made them before the component existed, so a stack deployed then upgrades in
- * place (nothing replaced); at the top level of the stack without a parent (the unit tests' graph).
- */
-export type Placement = pulumi.ComponentResourceOptions;
-
-function placement(parent: pulumi.ComponentResource | undefined): Placement {
-    return parent === undefined ? {} : { parent, aliases: [{ parent: pulumi.rootStackResource }] };
-}
-
-/** One SparkNode per configured node, by name: its SSH target, state directory and the ports preflight checks. */
-function sparkNodes(cfg: ClusterConfig, at: Placement): Map<string, SparkNode> {
-    const hosts = new Map<string, SparkNode>();
-    for (const node of cfg.nodes) {
-        const ssh = sshTargetOf(node, cfg.ssh);
-        const ports = nodeListenPorts(cfg, node);
-        const peers = chainPeers(cfg, node);
-        hosts.set(
-            node.name,
-            new SparkNode(
-                node.name,
-                {
-                    node,
-                    ssh,
-                    stateDir: cfg.stateDir,
-                    ports,
-                    peerHost: peerHost(cfg, node),
-                    peers,
-                    modelDir: cfg.model.hostPath,
-                },
-                at,
-            ),
-        );
-    }
-    return hosts;
-}
-
-/** The Roster: which hosts are in the stack; a host that left it is cleared of the stack's containers first. */
-function stackRoster(cfg: ClusterConfig, stack: string, host: (name: string) => SparkNode, at: Placement): Roster {
-    return new Roster(
-        "roster",
-        {
-            members: cfg.nodes.map((n) => ({
-                name: n.name,
-                evictScript: remoteStepCommand(host(n.name).ssh, stackContainersRemoveStep(n.name, stack)),
-            })),
-        },
-        at,
-    );
 }
 
 /** What both backends' graphs take: the config, the hosts, the API key and how to build a container's input. */
@@ -105,48 +50,11 @@ interface GraphContext {
     secrets: SecretConfig;
     /** Where the top-level parts go (placement). */
     at: Placement;
+    /** What the top-level parts' names start with (clusterPrefix). */
+    prefix: string;
 }
 
 type BackendOutputs = Pick<ClusterOutputs, "endpoint" | "apiKey" | "rayDashboard" | "clusterFingerprint">;
-
-/** The image on every host: copied from the source along the hops the distribution settings choose. */
-function imageDistribution(cfg: ClusterConfig, nodes: SparkNode[], after: pulumi.Resource[], at: Placement): ImageDistribution {
-    const build = cfg.image.build && resolveBuild(cfg.image.build);
-    return new ImageDistribution("image", { ...cfg.image, build, layers: cfg.distribution.imageLayers, nodes, after }, at);
-}
-
-/**
- * The model copied from model.source to every other host (downloaded there first with model.hub, in that host's
- * image); undefined when the model is already in place everywhere.
- */
-function modelDistribution(
-    cfg: ClusterConfig,
-    nodes: SparkNode[],
-    image: ImageDistribution,
-    after: pulumi.Resource[],
-    at: Placement,
-    hfToken?: pulumi.Output<string>,
-): ModelDistribution | undefined {
-    const source = cfg.model.source;
-    if (!source) return undefined;
-    const hub = cfg.model.hub;
-    const endpoint = hub && hubEndpoint(hub.endpoint);
-    if (endpoint?.startsWith("http://") && hfToken) {
-        void pulumi.log.warn(`model.hub.endpoint ${endpoint} is plain http: hfToken crosses the network to it in clear; use https`);
-    }
-    return new ModelDistribution(
-        "model",
-        {
-            hostPath: cfg.model.hostPath,
-            sourceNode: source,
-            nodes,
-            streams: cfg.distribution.modelStreams,
-            after,
-            hub: hub && { ...hub, endpoint: endpoint!, image: image.imageIds[source], token: hfToken },
-        },
-        at,
-    );
-}
 
 /**
  * Builds the whole resource graph from a validated config (`secrets`: which free-form values came from secret config,
@@ -162,18 +70,22 @@ export function buildCluster(
     tls: ServeTls = undefined,
     hfToken?: pulumi.Output<string>,
     parent?: pulumi.ComponentResource,
+    cluster: string = DEFAULT_CLUSTER,
 ): ClusterOutputs {
     tlsMatchesConfig(cfg, tls);
+    // Another cluster's state on the same hosts lives in a directory of its own (clusterStateDir)
+    cfg = { ...cfg, stateDir: clusterStateDir(cfg.stateDir, cluster) };
+    const prefix = clusterPrefix(cluster);
     const at = placement(parent);
-    const hosts = sparkNodes(cfg, at);
+    const hosts = sparkNodes(cfg, prefix, at);
     const host = (name: string): SparkNode => hosts.get(name)!;
     const head = host(cfg.head.name);
 
     // No copy starts before every host's preflight has passed: a failed one ends `up` in seconds, whatever the image.
     const preflights = [...hosts.values()].map((h) => h.preflight);
-    const image = imageDistribution(cfg, [...hosts.values()], preflights, at);
-    const model = modelDistribution(cfg, [...hosts.values()], image, preflights, at, hfToken);
-    const roster = stackRoster(cfg, stack, host, at);
+    const image = imageDistribution(cfg, prefix, [...hosts.values()], preflights, at);
+    const model = modelDistribution(cfg, prefix, [...hosts.values()], image, preflights, at, hfToken);
+    const roster = stackRoster(cfg, stack, cluster, host, at);
     const ctx: GraphContext = {
         cfg,
         at,
@@ -181,32 +93,12 @@ export function buildCluster(
         roster,
         host,
         head,
-        input: (node) => ({
-            stack,
-            node,
-            imageId: image.imageIds[node.name],
-            imageRef: cfg.image.ref,
-            model: cfg.model,
-            modelDigest: model?.digest,
-            serve: cfg.serve,
-            ray: cfg.ray,
-            stateDir: cfg.stateDir,
-            secrets,
-            memoryGuard: cfg.memoryGuard,
-            hostMemory: host(node.name).facts,
-        }),
+        prefix,
+        input: containerInputs(cfg, { stack, cluster, secrets }, image, model, host),
         endpoint: (containers) =>
             new ServeEndpoint(
-                "serve",
-                {
-                    head,
-                    tls,
-                    stateDir: cfg.stateDir,
-                    serve: cfg.serve,
-                    model: cfg.model,
-                    containers,
-                    after: [roster],
-                },
+                `${prefix}serve`,
+                { cluster, head, tls, stateDir: cfg.stateDir, serve: cfg.serve, model: cfg.model, containers, after: [roster] },
                 at,
             ),
     };
@@ -219,11 +111,11 @@ export function buildCluster(
 }
 
 /** vLLM's own multi-node: no Ray containers and no Ray probe; rank 0's readiness check is the gate. */
-function buildNative({ cfg, host, input, endpoint, secrets }: GraphContext): BackendOutputs {
+function buildNative({ cfg, host, input, endpoint, secrets, prefix }: GraphContext): BackendOutputs {
     const ranks = [cfg.head, ...cfg.workers];
     const serve = endpoint(
         ranks.map((node, nodeRank) => ({
-            name: `serve-rank-${nodeRank}-container`,
+            name: `${prefix}serve-rank-${nodeRank}-container`,
             host: host(node.name),
             secretArgs: secretServeArgs(cfg, secrets),
             args: (files, earlier) =>
@@ -258,9 +150,9 @@ function rayNodes(cfg: ClusterConfig): { name: string; fabricIp: string; sshHost
 function buildRay(ctx: GraphContext): BackendOutputs {
     const { cfg, host, head, endpoint, input, secrets, at } = ctx;
     const ray = { objectStoreMemoryBytes: cfg.ray.objectStoreMemoryBytes, ports: cfg.ray };
-    const rayHead = new RayHead("ray-head", { ...input(cfg.head), ...ray, host: head, auth: cfg.ray.auth }, at);
+    const rayHead = new RayHead(`${ctx.prefix}ray-head`, { ...input(cfg.head), ...ray, host: head, auth: cfg.ray.auth }, at);
     const workers = cfg.workers.map(
-        (w) => new RayWorker(`ray-worker-${w.name}`, { ...input(w), ...ray, host: host(w.name), head: rayHead }, at),
+        (w) => new RayWorker(`${ctx.prefix}ray-worker-${w.name}`, { ...input(w), ...ray, host: host(w.name), head: rayHead }, at),
     );
     const ready = rayHead.ready(workers, {
         nodes: rayNodes(cfg),
@@ -270,7 +162,7 @@ function buildRay(ctx: GraphContext): BackendOutputs {
     });
     const serve = endpoint([
         {
-            name: "serve-container",
+            name: `${ctx.prefix}serve-container`,
             host: head,
             secretArgs: secretServeArgs(cfg, secrets),
             args: (files) =>

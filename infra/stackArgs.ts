@@ -5,17 +5,17 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import type { VllmClusterArgs } from "../components/vllmClusterArgs";
-import { loadHfToken, loadRawConfig, loadSecretConfig, validateConfig } from "./config";
-import { DEFAULT_CLUSTER } from "./contract";
+import { loadClusterName, loadHfToken, loadRawConfig, loadSecretConfig, validateConfig } from "./config";
 import { loadTls } from "./tls";
 
 export interface StackArgs {
-    /** The cluster's name: the VllmCluster's resource name (DEFAULT_CLUSTER). */
+    /** The cluster's name: the VllmCluster's resource name (`clusterName`; unset: DEFAULT_CLUSTER). */
     name: string;
     args: VllmClusterArgs;
 }
 
 export function loadStackArgs(): StackArgs {
+    const name = loadClusterName();
     const raw = loadRawConfig();
     const cfg = validateConfig(raw);
     const secret = loadSecretConfig();
@@ -32,7 +32,7 @@ export function loadStackArgs(): StackArgs {
         args.serve = { ...(raw.serve as VllmClusterArgs["serve"]), tls: rest };
     }
     return {
-        name: DEFAULT_CLUSTER,
+        name,
         args: { ...args, tlsKey, hfToken, secretNodeEnv: secret.nodeEnv, secretServeArgs: secret.serveArgs },
     };
 }

@@ -26,6 +26,8 @@ import {
 /** What every role's container takes from the config (plain) plus the image ID on its host (deploy-time). */
 export interface ContainerInput {
     stack: string;
+    /** The cluster's name (the VllmCluster's): it names the containers on the host (containerNames). */
+    cluster: string;
     node: NodeConfig;
     /** Image ID on this host (an ImageDistribution output), so an image change replaces the container. */
     imageId: pulumi.Input<string>;

@@ -1,9 +1,11 @@
 /** The labels every project container carries: the policy pack reads them (keys: ../contract.ts). */
 import type { NodeConfig } from "../config";
-import { LABEL_PREFIX, Role } from "../contract";
+import { DEFAULT_CLUSTER, LABEL_PREFIX, Role } from "../contract";
 
 export interface LabelInput {
     stack: string;
+    /** The cluster's name: carried as a label unless it is DEFAULT_CLUSTER (whose containers never had one). */
+    cluster?: string;
     role: Role;
     node: NodeConfig;
     imageRef: string;
@@ -24,6 +26,7 @@ export function containerLabels(a: LabelInput, extra: Record<string, string> = {
         "ssh-port": String(a.node.sshPort),
         ports: JSON.stringify(a.ports),
         "image-ref": a.imageRef,
+        ...(a.cluster !== undefined && a.cluster !== DEFAULT_CLUSTER ? { cluster: a.cluster } : {}),
         ...extra,
     };
     const out: Record<string, string> = {};

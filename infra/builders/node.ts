@@ -1,6 +1,6 @@
 /** Facts about one node every container builder needs: its host paths and the environment of its containers. */
 import type { NodeConfig } from "../config";
-import { LABEL } from "../contract";
+import { DEFAULT_CLUSTER, LABEL } from "../contract";
 import type { RemoteStep } from "./remoteStep";
 
 /** Where the serve container sees the API key file (bind-mounted read-only). */
@@ -92,4 +92,19 @@ export function nodeEnv(n: NodeConfig): string[] {
 /** The step that removes every container of `stack` from node `node` (the Roster's eviction of a host leaving the stack). */
 export function stackContainersRemoveStep(node: string, stack: string): RemoteStep {
     return { what: `clearing node ${node}`, script: "remove_stack_containers.sh", args: [`label=${LABEL.stack}`, `stack=${stack}`] };
+}
+
+/**
+ * What clearing a host that left the cluster removes: for DEFAULT_CLUSTER, every container of the stack (as every
+ * release did, which is why that cluster shares a program with no other); for any other cluster, the containers
+ * carrying its name (LABEL.cluster), which its container names already make one set per host.
+ */
+export function clusterContainersRemoveStep(node: string, stack: string, cluster: string): RemoteStep {
+    if (cluster === DEFAULT_CLUSTER) return stackContainersRemoveStep(node, stack);
+    return { what: `clearing node ${node}`, script: "remove_stack_containers.sh", args: [`label=${LABEL.cluster}`, `stack=${cluster}`] };
+}
+
+/** The state directory of the cluster named `cluster`: stateDir itself for DEFAULT_CLUSTER, `<stateDir>/clusters/<cluster>` for any other. */
+export function clusterStateDir(stateDir: string, cluster: string): string {
+    return cluster === DEFAULT_CLUSTER ? stateDir : `${stateDir}/clusters/${cluster}`;
 }

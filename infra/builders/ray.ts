@@ -109,12 +109,12 @@ export interface ClusterReadySpec {
 }
 
 /** The probe (infra/scripts/ray_cluster_probe.py) run inside the head container, its spec as one JSON argument. */
-export function clusterReadyStep(spec: ClusterReadySpec): RemoteStep {
-    return { what: "cluster readiness probe", script: "ray_cluster_probe.py", container: CONTAINER.rayHead, args: [JSON.stringify(spec)] };
+export function clusterReadyStep(spec: ClusterReadySpec, headContainer: string = CONTAINER.rayHead): RemoteStep {
+    return { what: "cluster readiness probe", script: "ray_cluster_probe.py", container: headContainer, args: [JSON.stringify(spec)] };
 }
 
-export function clusterReadyCommand(t: SshTarget, spec: ClusterReadySpec): string {
-    return remoteStepCommand(t, clusterReadyStep(spec));
+export function clusterReadyCommand(t: SshTarget, spec: ClusterReadySpec, headContainer: string = CONTAINER.rayHead): string {
+    return remoteStepCommand(t, clusterReadyStep(spec, headContainer));
 }
 
 /** Operator hint for the loopback-only dashboard. */

@@ -1,7 +1,7 @@
 /** The Ray head and worker containers (backend ray). */
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
-import { CONTAINER, DASHBOARD_HOST, LABEL, containerPorts, portsLabel } from "../contract";
+import { DASHBOARD_HOST, LABEL, containerNames, containerPorts, portsLabel } from "../contract";
 import { ContainerInput, containerArgs, mapInput, modelVolume } from "./containers";
 import { containerLabels } from "./labels";
 import { nodeEnv } from "./node";
@@ -18,13 +18,14 @@ export interface RayHeadContainerInput extends ContainerInput {
 /** The Ray head container: bound to the head's fabric IP, dashboard on loopback. */
 export function rayHeadContainerArgs(p: RayHeadContainerInput): docker.ContainerArgs {
     return containerArgs(p, {
-        containerName: CONTAINER.rayHead,
+        containerName: containerNames(p.cluster).rayHead,
         entrypoints: RAY_ENTRYPOINT,
         command: rayHeadCommand({ node: p.node, ports: p.ports, objectStoreMemoryBytes: p.objectStoreMemoryBytes }),
         envs: [...nodeEnv(p.node), ...rayHeadPortEnv(p.ports)],
         labels: containerLabels(
             {
                 stack: p.stack,
+                cluster: p.cluster,
                 role: "ray-head",
                 node: p.node,
                 imageRef: p.imageRef,
@@ -49,7 +50,7 @@ export interface RayWorkerContainerInput extends ContainerInput {
 /** A Ray worker container joining the head over the fabric with its own fabric IP. */
 export function rayWorkerContainerArgs(p: RayWorkerContainerInput): docker.ContainerArgs {
     return containerArgs(p, {
-        containerName: CONTAINER.rayWorker,
+        containerName: containerNames(p.cluster).rayWorker,
         entrypoints: RAY_ENTRYPOINT,
         command: mapInput(p.headAddress, (headAddress) =>
             rayWorkerCommand({ node: p.node, headAddress, ports: p.ports, objectStoreMemoryBytes: p.objectStoreMemoryBytes }),
@@ -57,6 +58,7 @@ export function rayWorkerContainerArgs(p: RayWorkerContainerInput): docker.Conta
         envs: nodeEnv(p.node),
         labels: containerLabels({
             stack: p.stack,
+            cluster: p.cluster,
             role: "ray-worker",
             node: p.node,
             imageRef: p.imageRef,

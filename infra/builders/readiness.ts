@@ -18,6 +18,8 @@ export interface ServeReadinessSpec {
     intervalSeconds?: number;
     /** The server speaks HTTPS (serve.tls). */
     tls?: boolean;
+    /** The serve container's name on the node (containerNames; unset: the default cluster's). */
+    container?: string;
 }
 
 /** The readiness check for serve on `node`: its port and model name, the key file the install wrote. */
@@ -28,15 +30,17 @@ export function serveReadinessSpec(
     stateDir: string,
     timeoutSeconds: number,
     tls = false,
+    container: string = CONTAINER.serve,
 ): ServeReadinessSpec {
     return {
         node,
         port: serve.port,
         servedName: model.servedName,
         apiKeyFile: apiKeyHostPath(stateDir, node),
-        statusFile: initStatusHostPath(stateDir, node, CONTAINER.serve),
+        statusFile: initStatusHostPath(stateDir, node, container),
         timeoutSeconds,
         tls,
+        ...(container !== CONTAINER.serve ? { container } : {}),
     };
 }
 
@@ -50,7 +54,7 @@ export function serveReadinessStep(s: ServeReadinessSpec): RemoteStep {
     });
     const args = [
         `node=${s.node}`,
-        `container=${CONTAINER.serve}`,
+        `container=${s.container ?? CONTAINER.serve}`,
         `port=${s.port}`,
         `key-file=${s.apiKeyFile}`,
         `status-file=${s.statusFile}`,

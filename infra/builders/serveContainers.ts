@@ -1,7 +1,7 @@
 /** The vLLM serve containers: next to the Ray head (backend ray), or one rank per host (backend native). */
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
-import { CONTAINER, LABEL, containerPorts, portsLabel } from "../contract";
+import { LABEL, containerNames, containerPorts, portsLabel } from "../contract";
 import { ContainerInput, containerArgs, mapInput, modelVolume, serveFileMounts } from "./containers";
 import { containerLabels } from "./labels";
 import { API_KEY_CONTAINER_PATH, nodeEnv } from "./node";
@@ -49,13 +49,14 @@ export interface ServeContainerInput extends ContainerInput {
  */
 export function serveContainerArgs(p: ServeContainerInput): docker.ContainerArgs {
     return containerArgs(p, {
-        containerName: CONTAINER.serve,
+        containerName: containerNames(p.cluster).serve,
         entrypoints: SERVE_ENTRYPOINT,
         command: serveCommand(p.serve, p.model),
         envs: mapInput(p.rayAddress, (addr) => serveEnv(p.node, addr)),
         labels: containerLabels(
             {
                 stack: p.stack,
+                cluster: p.cluster,
                 role: "serve",
                 node: p.node,
                 imageRef: p.imageRef,
@@ -118,13 +119,14 @@ export function nativeRankContainerArgs(p: NativeRankContainerInput): docker.Con
         dynamicLabels.push({ label: LABEL.rank0ContainerId, value: p.rank0ContainerId });
     }
     return containerArgs(p, {
-        containerName: CONTAINER.serve,
+        containerName: containerNames(p.cluster).serve,
         entrypoints: rank0 ? SERVE_ENTRYPOINT : HEADLESS_ENTRYPOINT,
         command: nativeServeCommand(p.serve, p.model, p.rank),
         envs: nodeEnv(p.node),
         labels: containerLabels(
             {
                 stack: p.stack,
+                cluster: p.cluster,
                 role: "serve",
                 node: p.node,
                 imageRef: p.imageRef,

@@ -167,3 +167,45 @@ test("serve.tls.key in plain config fails naming it and how to set it, before an
         expect(names).toEqual([]);
     }
 });
+
+test("clusterName names the stack's cluster: its containers, state directory and resources; a bad one fails naming the key", async () => {
+    const made: Record<string, unknown> = {};
+    await pulumi.runtime.setMocks(
+        {
+            newResource: (a) => {
+                made[a.name] = a.inputs;
+                return answerLikeHosts(a);
+            },
+            call: (a) => a.inputs,
+        },
+        PROJECT,
+        "second-model",
+        false,
+    );
+    setStackConfig({ ...localWithTlsConfig(), clusterName: "llama", serve: { ...(localWithTlsConfig().serve as object), port: 8100 } }, [
+        "serve",
+    ]);
+    jest.resetModules();
+    const index = jest.requireActual("../../infra/index") as typeof import("../../infra/index");
+    expect(await new Promise((r) => index.endpoint.apply(r))).toBe("https://10.231.0.11:8100/v1");
+    await pulumi.runtime.disconnect();
+    expect(Object.keys(made)).toEqual(
+        expect.arrayContaining(["llama", "llama-serve-container", "llama-ray-head-container", "llama-api-key"]),
+    );
+    expect(Object.keys(made).filter((n) => n === "serve-container" || n === "vllm")).toEqual([]);
+    expect((made["llama-serve-container"] as { name: string }).name).toBe("llama-serve");
+    expect((made["llama-ray-worker-spark-2-container"] as { name: string }).name).toBe("llama-ray-worker");
+
+    const names: string[] = [];
+    await pulumi.runtime.setMocks(
+        { newResource: (a) => (names.push(a.name), { id: "x", state: {} }), call: (a) => a.inputs },
+        PROJECT,
+        "bad-name",
+        false,
+    );
+    setStackConfig({ ...loadStackRaw("local"), clusterName: "Llama_2" });
+    jest.resetModules();
+    expect(() => jest.requireActual("../../infra/index")).toThrow('clusterName: "Llama_2" must be lower-case letters');
+    await pulumi.runtime.disconnect();
+    expect(names).toEqual([]);
+}, 60_000);

@@ -146,15 +146,141 @@ test("a name that breaks the rule, a setting given as an Output, a secret with n
     expect(seen).toEqual([]);
 });
 
-test("a second cluster with another name in the same program is refused naming the first (container names are per host)", async () => {
+test("a second cluster beside \"vllm\" (the stack program's, which keeps every release's names) is refused naming it", async () => {
     let error = "";
     const seen = await program("two", () => {
         new VllmCluster("vllm", localArgs());
         error = thrown(() => new VllmCluster("second", localArgs()));
     });
-    expect(error).toContain("VllmCluster second: this program already has the cluster vllm");
+    expect(error).toContain('VllmCluster second: this program already has the cluster vllm; a cluster named "vllm"');
     expect(seen.filter((r) => r.name === "second")).toEqual([]);
     expect(seen.filter((r) => r.name === "vllm")).toHaveLength(1);
+});
+
+/** The local stack's hosts for a second model: backend native, its own ports, a share of the GPU memory. */
+function secondArgs(): VllmClusterArgs {
+    const a = localArgs();
+    return {
+        ...a,
+        backend: "native",
+        serve: { ...a.serve, port: 8100, gpuMemoryUtilization: 0.4 },
+        native: { masterPort: 29600 },
+    };
+}
+
+describe("two clusters on one set of hosts, in one program", () => {
+    /** Every docker container registered: its cluster (parent chain's root), name on the host and labels. */
+    async function containersOf(
+        body: () => void,
+    ): Promise<{ seen: Registered[]; containers: { name: string; labels: Record<string, string> }[] }> {
+        const containers: { name: string; labels: Record<string, string> }[] = [];
+        const seen = await program(`pair-${Math.random().toString(36).slice(2, 8)}`, () => {
+            pulumi.runtime.registerStackTransformation((t) => {
+                if (t.type === "docker:index/container:Container") {
+                    const props = t.props as { name: string; labels: { label: string; value: unknown }[] };
+                    const labels: Record<string, string> = {};
+                    for (const l of props.labels ?? []) if (typeof l.value === "string") labels[l.label] = l.value;
+                    containers.push({ name: props.name, labels });
+                }
+                return undefined;
+            });
+            body();
+        });
+        return { seen, containers };
+    }
+
+    test("each names its containers, its state directory and its Pulumi children after itself", async () => {
+        const a = localArgs();
+        const { seen, containers } = await containersOf(() => {
+            new VllmCluster("qwen", { ...a, serve: { ...a.serve, gpuMemoryUtilization: 0.5 } });
+            new VllmCluster("llama", secondArgs());
+        });
+        expect(containers.map((c) => `${c.labels["vllm-cluster.node"]} ${c.name} ${c.labels["vllm-cluster.cluster"]}`).sort()).toEqual(
+            [
+                "spark-1 qwen-ray-head qwen",
+                "spark-2 qwen-ray-worker qwen",
+                "spark-1 qwen-serve qwen",
+                "spark-1 llama-serve llama",
+                "spark-2 llama-serve llama",
+            ].sort(),
+        );
+        // no two resources of one type share a name (the engine's URN), and each cluster's top level is its own
+        const urns = seen.map((r) => `${r.type}::${r.name}`);
+        expect(urns.length).toBe(new Set(urns).size);
+        expect(
+            seen
+                .filter((r) => r.parent === "qwen")
+                .map((r) => r.name)
+                .sort(),
+        ).toEqual(
+            ["qwen-image", "qwen-ray-head", "qwen-ray-worker-spark-2", "qwen-roster", "qwen-serve", "qwen-spark-1", "qwen-spark-2"].sort(),
+        );
+        expect(
+            seen
+                .filter((r) => r.parent === "llama")
+                .map((r) => r.name)
+                .sort(),
+        ).toEqual(["llama-image", "llama-roster", "llama-serve", "llama-spark-1", "llama-spark-2"].sort());
+    }, 60_000);
+
+    test("each one's state on the hosts is its own: key files, crash budgets, eviction by its name", async () => {
+        const { clusterContainersRemoveStep, clusterStateDir } = await import("../../infra/builders/node");
+        expect(clusterStateDir("/var/lib/vllm-cluster", "vllm")).toBe("/var/lib/vllm-cluster");
+        expect(clusterStateDir("/var/lib/vllm-cluster", "llama")).toBe("/var/lib/vllm-cluster/clusters/llama");
+        // the stack program's cluster clears the whole stack from a host that left it (as every release did) ...
+        expect(clusterContainersRemoveStep("spark-2", "prod", "vllm").args).toEqual(["label=vllm-cluster.stack", "stack=prod"]);
+        // ... any other only the containers that carry its name
+        expect(clusterContainersRemoveStep("spark-2", "prod", "llama").args).toEqual(["label=vllm-cluster.cluster", "stack=llama"]);
+
+        const commands: string[] = [];
+        await program(`state-${Math.random().toString(36).slice(2, 8)}`, () => {
+            pulumi.runtime.registerStackTransformation((t) => {
+                const p = t.props as { create?: unknown; waitScript?: unknown; installScript?: unknown };
+                for (const v of [p.create, p.waitScript, p.installScript]) if (typeof v === "string") commands.push(`${t.name}\n${v}`);
+                return undefined;
+            });
+            new VllmCluster("llama", secondArgs());
+        });
+        const readiness = commands.find((c) => c.startsWith("llama-serve-readiness\n"));
+        expect(readiness).toBeDefined();
+        expect(readiness).toContain("container=llama-serve");
+        expect(readiness).toContain("key-file=/var/lib/vllm-cluster/clusters/llama/spark-1/api-key");
+        const preflight = commands.find((c) => c.startsWith("llama-spark-1-preflight\n"));
+        expect(preflight).toContain("state-dir=/var/lib/vllm-cluster/clusters/llama");
+    }, 60_000);
+
+    test("a port both would listen on, on one host, is refused naming the host, the port and the other cluster; nothing of it registered", async () => {
+        let error = "";
+        const b = secondArgs();
+        const seen = await program(`clash-${Math.random().toString(36).slice(2, 8)}`, () => {
+            const a = localArgs();
+            new VllmCluster("qwen", { ...a, serve: { ...a.serve, gpuMemoryUtilization: 0.5 } });
+            error = thrown(() => new VllmCluster("llama", { ...b, serve: { ...b.serve, port: 8000 } }));
+        });
+        expect(error).toContain("VllmCluster llama shares hosts with another cluster of this program");
+        expect(error).toContain("host 10.231.0.11:22 (node spark-1): port 8000 is also cluster qwen's (node spark-1)");
+        expect(seen.filter((r) => r.name.startsWith("llama"))).toEqual([]);
+    }, 60_000);
+
+    test("more GPU memory than one host holds is refused naming both fractions; unified-memory hosts keep headroom", async () => {
+        let error = "";
+        let unified = "";
+        await program(`memory-${Math.random().toString(36).slice(2, 8)}`, () => {
+            const a = localArgs();
+            new VllmCluster("qwen", { ...a, serve: { ...a.serve, gpuMemoryUtilization: 0.6 } });
+            error = thrown(() => new VllmCluster("llama", secondArgs()));
+        });
+        expect(error).toContain("serve.gpuMemoryUtilization 0.4 (cluster llama) + 0.6 (cluster qwen) = 1 is above 0.95");
+        await program(`memory-u-${Math.random().toString(36).slice(2, 8)}`, () => {
+            const a = localArgs();
+            const nodes = (a.nodes as { unifiedMemory?: boolean }[]).map((n) => ({ ...n, unifiedMemory: true }));
+            // a ceiling given, so the mocked preflight's facts need no MemTotal
+            const memoryGuard = { limit: "8g" };
+            new VllmCluster("qwen", { ...a, nodes, memoryGuard, serve: { ...a.serve, gpuMemoryUtilization: 0.52 } } as VllmClusterArgs);
+            unified = thrown(() => new VllmCluster("llama", { ...secondArgs(), nodes } as VllmClusterArgs));
+        });
+        expect(unified).toContain("= 0.92 is above 0.9 (a unified-memory host)");
+    }, 60_000);
 });
 
 describe("the arguments as a component package gets them (Pulumi's schema inference from the TypeScript)", () => {
