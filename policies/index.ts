@@ -1,5 +1,6 @@
 import { PolicyPack } from "@pulumi/policy";
 import { gpuContainersHostIpc } from "./gpuContainersHostIpc";
+import { gpuMemoryShared } from "./gpuMemoryShared";
 import { gpuMemoryUtilization } from "./gpuMemoryUtilization";
 import { hostMountsSafe } from "./hostMountsSafe";
 import { hubRevisionPinned } from "./hubRevisionPinned";
@@ -29,5 +30,6 @@ new PolicyPack("vllm-cluster", {
         nativeRendezvousOnFabric,
         unifiedMemoryGuarded,
         hubRevisionPinned,
+        gpuMemoryShared,
     ],
 });

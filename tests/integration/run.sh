@@ -14,6 +14,8 @@
 #                                                download, chain faults)
 #   sudo bash tests/integration/run.sh upgrade   the upgrade from the release before VllmCluster (upgrade.test.ts;
 #                                                npm run test:upgrade): not in npm test, for its 90 minutes
+#   sudo bash tests/integration/run.sh two-clusters   two stacks serving from the same two hosts at once
+#                                                (twoClusters.test.ts; npm run test:two-clusters): not in npm test
 #   sudo bash tests/integration/run.sh engines   the Docker 28 cluster (engines.test.ts; npm run test:engines): not in
 #                                                npm test, whose 90 minutes it would pass on the slower 2-core
 #                                                machines (docs/testing.md#how-long)
@@ -28,9 +30,10 @@ source tests/lib/testbed-stage.sh
 part=all
 case ${1:-} in
   ray) part=ray; shift; set -- "$@" tests/integration/cluster.test.ts ;;
-  others) part=others; shift; set -- "$@" --testPathIgnorePatterns tests/integration/cluster.test.ts tests/integration/engines.test.ts tests/integration/upgrade.test.ts ;;
+  others) part=others; shift; set -- "$@" --testPathIgnorePatterns tests/integration/cluster.test.ts tests/integration/engines.test.ts tests/integration/upgrade.test.ts tests/integration/twoClusters.test.ts ;;
   upgrade) part=upgrade; shift; set -- "$@" tests/integration/upgrade.test.ts ;;
   engines) part=engines; shift; set -- "$@" tests/integration/engines.test.ts ;;
+  two-clusters) part=two-clusters; shift; set -- "$@" tests/integration/twoClusters.test.ts ;;
 esac
 
 testbed_stage integration 2 || exit 1

@@ -14,7 +14,7 @@ describe("vllm-cluster policy pack", () => {
         expect(name).toBe("vllm-cluster");
     });
 
-    it("assembles the thirteen policies with unique names", () => {
+    it("assembles the fourteen policies with unique names", () => {
         const names = args.policies.map((p) => p.name);
         expect(names).toEqual([
             "gpu-memory-utilization",
@@ -30,6 +30,7 @@ describe("vllm-cluster policy pack", () => {
             "native-rendezvous-on-fabric",
             "unified-memory-guarded",
             "hub-revision-pinned",
+            "gpu-memory-shared",
         ]);
     });
 
