@@ -6,6 +6,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { warnServeKeysForRay } from "../infra/config";
 import { buildCluster } from "../infra/program";
+import type { StatusSpec } from "../infra/builders/status";
 import { checkClusterArgs } from "./clusterArgs";
 import { SharedHosts } from "./sharedHosts";
 import type { VllmClusterArgs } from "./vllmClusterArgs";
@@ -62,6 +63,8 @@ export class VllmCluster extends pulumi.ComponentResource {
     public readonly clusterFingerprint: pulumi.Output<string>;
     /** model.hub: the commit downloaded; otherwise says that model.hub is not set. */
     public readonly modelCommit: pulumi.Output<string>;
+    /** Where `npm run status` looks on the hosts: names, paths and ports, no secret. */
+    public readonly status: pulumi.Output<StatusSpec>;
 
     constructor(name: string, args: VllmClusterArgs, opts?: pulumi.ComponentResourceOptions) {
         // Before anything is registered: a bad argument fails naming its key, and no child (nor this) exists.
@@ -79,6 +82,7 @@ export class VllmCluster extends pulumi.ComponentResource {
         this.nodes = pulumi.output(out.nodes);
         this.clusterFingerprint = out.clusterFingerprint;
         this.modelCommit = out.modelCommit ?? pulumi.output("none (model.hub is not set)");
+        this.status = pulumi.output(out.status);
 
         this.registerOutputs({
             endpoint: this.endpoint,
@@ -88,6 +92,7 @@ export class VllmCluster extends pulumi.ComponentResource {
             nodes: this.nodes,
             clusterFingerprint: this.clusterFingerprint,
             modelCommit: this.modelCommit,
+            status: this.status,
         });
     }
 }

@@ -30,3 +30,4 @@ export const rayDashboard = cluster.rayDashboard;
 export const nodes = cluster.nodes;
 export const clusterFingerprint = cluster.clusterFingerprint;
 export const modelCommit = cluster.modelCommit;
+export const status = cluster.status;

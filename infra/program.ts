@@ -8,6 +8,7 @@ import { clusterStateDir } from "./builders/node";
 import { dashboardTunnelHint } from "./builders/ray";
 import { nativeRankContainerArgs, serveContainerArgs } from "./builders/serveContainers";
 import { joinFingerprint } from "./builders/vllm";
+import { StatusSpec, describedOutputs } from "./builders/status";
 import { ClusterConfig, NO_SECRET_CONFIG, NodeConfig, SecretConfig } from "./config";
 import { DEFAULT_CLUSTER, clusterPrefix } from "./contract";
 import {
@@ -35,6 +36,8 @@ export interface ClusterOutputs {
     clusterFingerprint: pulumi.Output<string>;
     /** model.hub: the commit the model was downloaded at. */
     modelCommit?: pulumi.Output<string>;
+    /** Where `npm run status` looks (names, paths, ports; no secret). */
+    status: StatusSpec;
 }
 
 /** What both backends' graphs take: the config, the hosts, the API key and how to build a container's input. */
@@ -103,9 +106,8 @@ export function buildCluster(
             ),
     };
     return {
-        servedModelName: cfg.model.servedName,
+        ...describedOutputs(cfg, stack, cluster),
         modelCommit: model?.hubCommit,
-        nodes: cfg.nodes.map((n) => ({ name: n.name, role: n.role, sshHost: n.sshHost, fabricIp: n.fabricIp, gpus: n.gpus })),
         ...(cfg.backend === "native" ? buildNative(ctx) : buildRay(ctx)),
     };
 }

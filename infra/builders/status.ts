@@ -1,0 +1,145 @@
+/**
+ * What `npm run status` needs to ask the hosts (setup/status.js), as the stack's `status` output: names, paths and
+ * ports, never a secret. The probe's command line (infra/scripts/status_probe.bash) is built from that output alone,
+ * so the view needs neither the stack file nor the passphrase.
+ */
+import type { ClusterConfig } from "../config";
+import { CONTAINER, LABEL } from "../contract";
+import { floorKib, initHostDir } from "./containerInit";
+import { RemoteStep, base64, remoteStepCommand, scriptFile } from "./remoteStep";
+import type { SshTarget } from "./ssh";
+
+/** One host as the status view reaches it. */
+export interface StatusNode {
+    name: string;
+    /** head or worker */
+    role: string;
+    sshHost: string;
+    sshUser: string;
+    sshPort: number;
+    fabricIp: string;
+    gpus: number;
+    /** The memory guard's floor of the host's MemAvailable, KiB (0: none). */
+    memoryFloorKib: number;
+}
+
+/** The stack's `status` output. */
+export interface StatusSpec {
+    stack: string;
+    /** ray or native */
+    backend: string;
+    /** The cluster's state directory on the hosts; a node's init files are under <stateDir>/<node>/init. */
+    stateDir: string;
+    /** The files ssh uses, on the machine that runs Pulumi (and the view). */
+    privateKeyPath: string;
+    knownHostsFile: string;
+    /** The model directory on the hosts (free disk is read there). */
+    modelPath: string;
+    servedModelName: string;
+    /** The API's port on the head, and whether it speaks HTTPS. */
+    port: number;
+    tls: boolean;
+    /** The Ray head's GCS port (backend ray). */
+    gcsPort: number;
+    /** Container names on the hosts. */
+    rayHead: string;
+    serve: string;
+    nodes: StatusNode[];
+}
+
+/** The outputs that only describe the cluster: what it serves, its hosts, and where `npm run status` looks. */
+export function describedOutputs(
+    cfg: ClusterConfig,
+    stack: string,
+): { servedModelName: string; nodes: ClusterNodeOutput[]; status: StatusSpec } {
+    return {
+        servedModelName: cfg.model.servedName,
+        nodes: cfg.nodes.map((n) => ({ name: n.name, role: n.role, sshHost: n.sshHost, fabricIp: n.fabricIp, gpus: n.gpus })),
+        status: statusSpecOf(cfg, stack),
+    };
+}
+
+/** One host as the `nodes` output lists it. */
+export type ClusterNodeOutput = Pick<StatusNode, "name" | "role" | "sshHost" | "fabricIp" | "gpus">;
+
+/** The `status` output of a validated config. */
+export function statusSpecOf(cfg: ClusterConfig, stack: string): StatusSpec {
+    return {
+        stack,
+        backend: cfg.backend,
+        stateDir: cfg.stateDir,
+        privateKeyPath: cfg.ssh.privateKeyPath,
+        knownHostsFile: cfg.ssh.knownHostsFile,
+        modelPath: cfg.model.hostPath,
+        servedModelName: cfg.model.servedName,
+        port: cfg.serve.port,
+        tls: cfg.serve.tls !== undefined,
+        gcsPort: cfg.ray.gcsPort,
+        rayHead: CONTAINER.rayHead,
+        serve: CONTAINER.serve,
+        nodes: cfg.nodes.map((n) => ({
+            name: n.name,
+            role: n.role,
+            sshHost: n.sshHost,
+            sshUser: n.sshUser,
+            sshPort: n.sshPort,
+            fabricIp: n.fabricIp,
+            gpus: n.gpus,
+            memoryFloorKib: floorKib(n, cfg.memoryGuard),
+        })),
+    };
+}
+
+export function statusTarget(spec: StatusSpec, n: StatusNode): SshTarget {
+    return {
+        user: n.sshUser,
+        host: n.sshHost,
+        port: n.sshPort,
+        privateKeyPath: spec.privateKeyPath,
+        knownHostsFile: spec.knownHostsFile,
+    };
+}
+
+function headOf(spec: StatusSpec): StatusNode {
+    const head = spec.nodes.find((n) => n.role === "head");
+    if (!head) {
+        throw new Error(`the status output names no head (nodes: ${spec.nodes.map((n) => `${n.name} ${n.role}`).join(", ")})`);
+    }
+    return head;
+}
+
+/** Where Ray's GCS listens: the head's fabric IP and the GCS port. */
+export function statusRayAddress(spec: StatusSpec): string {
+    return `${headOf(spec).fabricIp}:${spec.gcsPort}`;
+}
+
+/**
+ * The probe of node `n`: the stack's containers and their init files there, memory, disk at the model path; on the
+ * head also vLLM's /metrics (over loopback) and, with backend ray, Ray's members from the head container.
+ */
+export function statusProbeStep(spec: StatusSpec, n: StatusNode): RemoteStep {
+    const head = headOf(spec).name === n.name;
+    const args = [
+        `node=${n.name}`,
+        `init-dir=${initHostDir(spec.stateDir, n.name)}`,
+        `model-path=${spec.modelPath}`,
+        `stack-label=${LABEL.stack}`,
+        `stack=${spec.stack}`,
+        `role-label=${LABEL.role}`,
+        `rank-label=${LABEL.nodeRank}`,
+    ];
+    if (head) args.push(`metrics-port=${spec.port}`, `tls=${spec.tls ? "yes" : "no"}`);
+    if (head && spec.backend === "ray") {
+        args.push(
+            `ray-container=${spec.rayHead}`,
+            `ray-probe=${base64(scriptFile("ray_members.py").text)}`,
+            `ray-address=${statusRayAddress(spec)}`,
+        );
+    }
+    return { what: `status of node ${n.name}`, script: "status_probe.bash", args };
+}
+
+/** The local shell command line that asks node `n` (a session of the view's one shared connection to the host). */
+export function statusProbeCommand(spec: StatusSpec, n: StatusNode): string {
+    return remoteStepCommand(statusTarget(spec, n), statusProbeStep(spec, n));
+}
