@@ -8,7 +8,8 @@ import { clusterStateDir } from "./builders/node";
 import { dashboardTunnelHint } from "./builders/ray";
 import { nativeRankContainerArgs, serveContainerArgs } from "./builders/serveContainers";
 import { joinFingerprint } from "./builders/vllm";
-import { StatusSpec, describedOutputs } from "./builders/status";
+import type { StatusSpec } from "./builders/status";
+import { describedOutputs } from "./builders/statusSpec";
 import { ClusterConfig, NO_SECRET_CONFIG, NodeConfig, SecretConfig } from "./config";
 import { DEFAULT_CLUSTER, clusterPrefix } from "./contract";
 import {

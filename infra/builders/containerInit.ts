@@ -8,17 +8,15 @@ import * as pulumi from "@pulumi/pulumi";
 import type * as docker from "@pulumi/docker";
 import type { MemoryGuardConfig, NodeConfig } from "../config";
 import { base64, scriptFile, shippedScriptArgv } from "./remoteStep";
-import { nodeStateDir } from "./node";
+import { initHostDir } from "./node";
+
+export { initHostDir } from "./node";
 
 /** Where every container of a node sees the node's init directory (budgets and verdicts), read-write. */
 export const INIT_CONTAINER_DIR = "/var/lib/vllm-cluster-init";
 
 /** The floor on unifiedMemory nodes when memoryGuard.minAvailable is unset. */
 export const UNIFIED_DEFAULT_FLOOR_BYTES = 4 * 1024 ** 3;
-
-export function initHostDir(stateDir: string, node: string): string {
-    return `${nodeStateDir(stateDir, node)}/init`;
-}
 
 /** Where container_init.sh writes a container's verdict on its host ("<container ID> <text>"). */
 export function initStatusHostPath(stateDir: string, node: string, container: string): string {

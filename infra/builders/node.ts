@@ -59,6 +59,10 @@ export function sharedTmpHostDir(stateDir: string, node: string): string {
 export function compileCacheHostDir(stateDir: string, node: string): string {
     return `${nodeStateDir(stateDir, node)}/cache`;
 }
+/** The node's init directory: every container's crash budget and verdict (infra/builders/containerInit.ts). */
+export function initHostDir(stateDir: string, node: string): string {
+    return `${nodeStateDir(stateDir, node)}/init`;
+}
 
 /**
  * Environment for every process that does GPU collectives on a node. VLLM_HOST_IP is the fix for the seeds'

@@ -1,11 +1,11 @@
 /**
  * What `npm run status` needs to ask the hosts (setup/status.js), as the stack's `status` output: names, paths and
- * ports, never a secret. The probe's command line (infra/scripts/status_probe.bash) is built from that output alone,
- * so the view needs neither the stack file nor the passphrase.
+ * ports, never a secret (statusSpec.ts makes it from the config). The probe's command line
+ * (infra/scripts/status_probe.bash) is built from that output alone, so the view needs neither the stack file nor
+ * the passphrase. Only light modules here: the view loads this file at every start.
  */
-import type { ClusterConfig } from "../config";
-import { CONTAINER, LABEL } from "../contract";
-import { floorKib, initHostDir } from "./containerInit";
+import { LABEL } from "../contract";
+import { initHostDir } from "./node";
 import { RemoteStep, base64, remoteStepCommand, scriptFile } from "./remoteStep";
 import type { SshTarget } from "./ssh";
 
@@ -45,49 +45,6 @@ export interface StatusSpec {
     rayHead: string;
     serve: string;
     nodes: StatusNode[];
-}
-
-/** The outputs that only describe the cluster: what it serves, its hosts, and where `npm run status` looks. */
-export function describedOutputs(
-    cfg: ClusterConfig,
-    stack: string,
-): { servedModelName: string; nodes: ClusterNodeOutput[]; status: StatusSpec } {
-    return {
-        servedModelName: cfg.model.servedName,
-        nodes: cfg.nodes.map((n) => ({ name: n.name, role: n.role, sshHost: n.sshHost, fabricIp: n.fabricIp, gpus: n.gpus })),
-        status: statusSpecOf(cfg, stack),
-    };
-}
-
-/** One host as the `nodes` output lists it. */
-export type ClusterNodeOutput = Pick<StatusNode, "name" | "role" | "sshHost" | "fabricIp" | "gpus">;
-
-/** The `status` output of a validated config. */
-export function statusSpecOf(cfg: ClusterConfig, stack: string): StatusSpec {
-    return {
-        stack,
-        backend: cfg.backend,
-        stateDir: cfg.stateDir,
-        privateKeyPath: cfg.ssh.privateKeyPath,
-        knownHostsFile: cfg.ssh.knownHostsFile,
-        modelPath: cfg.model.hostPath,
-        servedModelName: cfg.model.servedName,
-        port: cfg.serve.port,
-        tls: cfg.serve.tls !== undefined,
-        gcsPort: cfg.ray.gcsPort,
-        rayHead: CONTAINER.rayHead,
-        serve: CONTAINER.serve,
-        nodes: cfg.nodes.map((n) => ({
-            name: n.name,
-            role: n.role,
-            sshHost: n.sshHost,
-            sshUser: n.sshUser,
-            sshPort: n.sshPort,
-            fabricIp: n.fabricIp,
-            gpus: n.gpus,
-            memoryFloorKib: floorKib(n, cfg.memoryGuard),
-        })),
-    };
 }
 
 export function statusTarget(spec: StatusSpec, n: StatusNode): SshTarget {
