@@ -34,6 +34,7 @@ import { adopt, expectNothingLeft } from "../integration/handoff";
 import { timed } from "../lib/ledger";
 import { Hosts, runArgv, sshdAccepted, stackConfig, waitFor } from "../integration/hosts";
 import { chat, request } from "../integration/support";
+import { statusView, statusWatch } from "./statusView";
 
 const STACK = "local";
 const TESTBED = process.env.VCL_TESTBED_DIR ?? "/var/lib/vllm-cluster-testbed";
@@ -353,6 +354,71 @@ test("API surface: every route the server answers without the key is read-only a
     }
     row("API routes without the key", `only ${KNOWN_OPEN.join(", ")} open`, `answered without the key: ${open.join(", ")}`);
     expect(open.map((o) => o.split(" ")[0]).sort()).toEqual(KNOWN_OPEN);
+}, 120_000);
+
+/** The one host of the view's JSON named `node`. */
+function viewHost(j: { hosts: { node: string }[] }, node: string): Record<string, unknown> & { containers: Record<string, unknown>[] } {
+    const h = j.hosts.find((x) => x.node === node);
+    if (!h) throw new Error(`the status view shows no host ${node}: ${JSON.stringify(j.hosts.map((x) => x.node))}`);
+    return h as unknown as Record<string, unknown> & { containers: Record<string, unknown>[] };
+}
+
+test("status view: both forms while serving", async () => {
+    // a completion first, so that vLLM's counters have something to say
+    expect(await serving()).toBe(200);
+    const t0 = Date.now();
+    const json = await statusView(p, STACK, ["--json"]);
+    const text = await statusView(p, STACK);
+    const watch = await statusWatch(p, STACK, 2);
+    const seconds = (Date.now() - t0) / 1000;
+    expect(json.stderr).toBe("");
+    expect(json.code).toBe(0);
+    const j = JSON.parse(json.stdout);
+    expect(j).toMatchObject({ stack: STACK, backend: "ray", endpoint, servedModelName: model });
+    const names = (n: string) =>
+        viewHost(j, n)
+            .containers.map((c) => `${c.name} ${c.state}`)
+            .sort();
+    expect(viewHost(j, head)).toMatchObject({ reachable: true, error: null });
+    expect(viewHost(j, worker)).toMatchObject({ reachable: true, error: null });
+    expect(names(head)).toEqual([`${CONTAINER.rayHead} running`, `${CONTAINER.serve} running`]);
+    expect(names(worker)).toEqual([`${CONTAINER.rayWorker} running`]);
+    // each container's crash budget and its init's verdict, as the init keeps them on the host
+    for (const c of [...viewHost(j, head).containers, ...viewHost(j, worker).containers]) {
+        expect(c).toMatchObject({ starts: 0, maxStarts: 4, verdict: "healthy" }); // maxRestarts 3 in stacks/Pulumi.local.yaml
+    }
+    const fabric = Object.fromEntries(hosts.cfg.nodes.map((n) => [n.name, n.fabricIp]));
+    expect(fabric).toEqual({ [head]: "10.232.0.11", [worker]: "10.232.0.12" });
+    expect(j.ray).toMatchObject({ ok: true, members: fabric, missing: [], strangers: [], gpus: 2 });
+    expect(j.serving).toMatchObject({ ok: true, modelNames: [model], running: 0, waiting: 0 });
+    expect(j.serving.requests).toBeGreaterThanOrEqual(1);
+    expect(j.serving.generationTokens).toBeGreaterThan(0);
+    expect(j.serving.ttftP50.seconds).toBeGreaterThan(0);
+    // the terminal form: the same facts as lines
+    expect(text.code).toBe(0);
+    const lines = text.stdout.split("\n");
+    expect(lines[1]).toBe(`stack ${STACK} (backend ray), endpoint ${endpoint}, model ${model}`);
+    for (const n of hosts.cfg.nodes) {
+        expect(lines.some((l) => l.startsWith(`${n.name} (${n.role}, ${n.sshUser}@${n.sshHost}): answered in `))).toBe(true);
+    }
+    expect(lines.find((l) => l.startsWith(`  ${CONTAINER.serve} `))).toMatch(/ serve +running \d+ (s|min) +\d+ +0 of \d+ +healthy$/);
+    expect(lines).toContain("Ray: 2 members on their fabric IPs (spark-1 10.232.0.11, spark-2 10.232.0.12), 2 GPUs");
+    expect(lines.some((l) => l.startsWith(`Serving ${model}: 0 running, 0 waiting, KV cache `))).toBe(true);
+    expect(text.stdout).not.toMatch(/\x1b/);
+    // --watch in a terminal: redrawn in place, the rates over the interval from the second frame on
+    expect(watch.frames.length).toBeGreaterThanOrEqual(2);
+    expect(watch.frames[1]).toMatch(/\n {2}last \d+\.\d+ s: prompt /);
+    // no secret in any form: neither the API key nor the Ray token
+    const token = (await hosts.must(head, ["cat", rayTokenHostPath(hosts.cfg.stateDir, head)])).trim();
+    for (const out of [json.stdout, text.stdout, watch.run.stdout, json.stderr, text.stderr]) {
+        expect(out).not.toContain(apiKey);
+        expect(out).not.toContain(token);
+    }
+    row(
+        "status view while serving (text, --json, --watch)",
+        "both hosts, their containers running, Ray on the fabric IPs, the model, /metrics",
+        `${j.hosts.length} hosts answered; Ray ${Object.values(j.ray.members).join(", ")}; ${j.serving.requests} requests, TTFT p50 ${j.serving.ttftP50.seconds} s; ${watch.frames.length} frames; ${seconds.toFixed(1)} s for the three`,
+    );
 }, 120_000);
 
 test("listening sockets while serving: the Ray dashboard only on loopback, nothing on the management address but SSH and the API", async () => {
@@ -717,6 +783,25 @@ test("unreachable host: up --refresh fails within 60 s naming it; when it return
         "fails within 60 s naming the host",
         `failed after ${Math.round(r.seconds)} s naming 10.231.0.12`,
         r,
+    );
+    // the status view, while spark-2 does not answer: shown as such, spark-1 shown all the same
+    const view = await statusView(p, STACK, ["--json"]);
+    expect(view.code).toBe(0);
+    const j = JSON.parse(view.stdout);
+    expect(viewHost(j, worker)).toMatchObject({ reachable: false, containers: [] });
+    expect(String(viewHost(j, worker).error)).toMatch(/10\.231\.0\.12.*(refused|timed out)|(refused|timed out).*10\.231\.0\.12/i);
+    expect(viewHost(j, head)).toMatchObject({ reachable: true, error: null });
+    expect(
+        viewHost(j, head)
+            .containers.map((c) => c.name)
+            .sort(),
+    ).toEqual([CONTAINER.serve, CONTAINER.rayHead].sort());
+    const text = await statusView(p, STACK);
+    expect(text.stdout).toContain(`\n${worker} (worker, root@10.231.0.12): UNREACHABLE: `);
+    row(
+        "sshd of spark-2 stopped: npm run status",
+        "spark-2 shown unreachable, spark-1 shown",
+        `spark-2: ${String(viewHost(j, worker).error).slice(0, 80)}; spark-1 answered; ${view.seconds.toFixed(1)} s`,
     );
     await restoreHosts();
     const back = expectOk(await up(p, { refresh: true }));
