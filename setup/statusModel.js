@@ -122,7 +122,10 @@ function hostOf(n, a) {
         },
         disk: { path: text(obj(p.disk).path), freeBytes: num(obj(p.disk).freeBytes) },
         docker: docker.ok === true ? null : text(docker.error) || "no answer from docker",
-        containers: (Array.isArray(p.containers) ? p.containers : []).slice(0, 20).map((c) => containerOf(c, time)),
+        containers: (Array.isArray(p.containers) ? p.containers : [])
+            .slice(0, 20)
+            .map((c) => containerOf(c, time))
+            .sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0)),
         metrics: part(p.metrics),
         ray: part(p.ray),
     };

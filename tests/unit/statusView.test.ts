@@ -185,16 +185,17 @@ describe("status view", () => {
         for (const l of text.split("\n")) expect(l).not.toMatch(STEERING);
         const json = JSON.stringify(snapshot);
         expect(json).not.toMatch(STEERING);
-        expect(JSON.parse(json).hosts[0].containers[0].verdict).toBe(
+        // sorted by name: the container whose name is not a string (shown as "") comes first
+        expect(JSON.parse(json).hosts[0].containers[1].verdict).toBe(
             "healthy\\x1b[2J\\x1b[H\\x1b]0;owned\\x07\\x0d\\x08\\x7f\\x9b31m\\u{2028}\\u{2029}\\u{202e}\\u{200b}",
         );
-        const c = snapshot.hosts[0].containers[0];
+        const c = snapshot.hosts[0].containers[1];
         // numbers that are not numbers, a budget line that is not a count, an init argument that is not max-starts=N
         expect(c).toMatchObject({ exitCode: null, restartCount: null, starts: null, maxStarts: 12 });
         expect(snapshot.hosts[0].memory).toMatchObject({ totalKib: null, availableKib: null, belowFloor: false });
         expect(snapshot.hosts[0].disk.freeBytes).toBeNull();
         // a line for a container whose ID is not one is nobody's verdict
-        expect(snapshot.hosts[0].containers[1]).toMatchObject({ id: "", name: "", verdict: null });
+        expect(snapshot.hosts[0].containers[0]).toMatchObject({ id: "", name: "", verdict: null });
         expect(snapshot.hosts[1].error).toBe(
             "ssh: connect to host 10.1.230.181 port 22: Connection refused\\x1b[2J\\x1b[H\\x1b]0;owned\\x07\\x0d\\x08\\x7f\\x9b31m\\u{2028}\\u{2029}\\u{202e}\\u{200b}",
         );
