@@ -77,7 +77,8 @@ function containerOf(raw, now) {
 const reduced = (why) =>
     why
         .split("\n")
-        .map((l) => printable(l))
+        // a line as ssh ends it on a terminal ("\r\n") is one line, not one with a carriage return
+        .map((l) => printable(l.replace(/\r$/, "")))
         .filter(Boolean)
         .pop()
         ?.slice(0, 300) ?? "";

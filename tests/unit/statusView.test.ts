@@ -65,7 +65,7 @@ describe("status view", () => {
         const ssh = "ssh: connect to host 10.1.230.181 port 22: Connection refused";
         const { snapshot } = snapshotOf(
             outputs(),
-            [answer("probe-head-1.json"), { ok: false, seconds: 0.1, unreachable: true, why: ssh }],
+            [answer("probe-head-1.json"), { ok: false, seconds: 0.1, unreachable: true, why: `${ssh}\r\n` }],
             first.memory,
         );
         const text = lines(snapshot);
