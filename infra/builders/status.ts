@@ -26,6 +26,9 @@ export interface StatusNode {
 /** The stack's `status` output. */
 export interface StatusSpec {
     stack: string;
+    /** The VllmCluster's name; its containers carry it in LABEL.cluster unless it is the stack program's (DEFAULT_CLUSTER). */
+    cluster: string;
+    defaultCluster: boolean;
     /** ray or native */
     backend: string;
     /** The cluster's state directory on the hosts; a node's init files are under <stateDir>/<node>/init. */
@@ -82,6 +85,9 @@ export function statusProbeStep(spec: StatusSpec, n: StatusNode): RemoteStep {
         `model-path=${spec.modelPath}`,
         `stack-label=${LABEL.stack}`,
         `stack=${spec.stack}`,
+        `cluster-label=${LABEL.cluster}`,
+        // the stack program's cluster: the stack's containers without a cluster label; any other: those with its name
+        `cluster=${spec.defaultCluster ? "" : spec.cluster}`,
         `role-label=${LABEL.role}`,
         `rank-label=${LABEL.nodeRank}`,
     ];

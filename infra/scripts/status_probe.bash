@@ -13,11 +13,12 @@
 # "<container id> <verdict>"; infra/scripts/container_init.sh writes them); the status view matches the IDs. Every string is a JSON string
 # made here, whatever bytes the files hold; the view makes each printable again (a host may lie).
 #
-#   status_probe.bash node=NAME init-dir=DIR model-path=PATH stack-label=LABEL stack=STACK role-label=LABEL
-#                     rank-label=LABEL [metrics-port=N tls=yes|no] [ray-container=NAME ray-probe=BASE64 ray-address=IP:PORT]
+#   status_probe.bash node=NAME init-dir=DIR model-path=PATH stack-label=LABEL stack=STACK cluster-label=LABEL
+#                     cluster=[NAME] role-label=LABEL rank-label=LABEL [metrics-port=N tls=yes|no] [ray-container=NAME ray-probe=BASE64 ray-address=IP:PORT]
 set -uo pipefail
 
-node='' init_dir='' model_path='' stack_label='' stack='' role_label='' rank_label='' port='' tls=no ray_container='' ray_b64='' ray_address=''
+node='' init_dir='' model_path='' stack_label='' stack='' cluster_label='' cluster='' cluster_given='' role_label='' rank_label='' port='' tls=no ray_container='' ray_b64='' ray_address=''
+# shellcheck disable=SC2034 # cluster_given: read through ${!v} below (cluster= may be empty, but must be given)
 for a in "$@"; do
     case "$a" in
         node=*) node=${a#*=} ;;
@@ -25,6 +26,8 @@ for a in "$@"; do
         model-path=*) model_path=${a#*=} ;;
         stack-label=*) stack_label=${a#*=} ;;
         stack=*) stack=${a#*=} ;;
+        cluster-label=*) cluster_label=${a#*=} ;;
+        cluster=*) cluster=${a#*=}; cluster_given=yes ;;
         role-label=*) role_label=${a#*=} ;;
         rank-label=*) rank_label=${a#*=} ;;
         metrics-port=*) port=${a#*=} ;;
@@ -35,7 +38,7 @@ for a in "$@"; do
         *) echo "status_probe: unknown argument: $a" >&2; exit 2 ;;
     esac
 done
-for v in node init_dir model_path stack_label stack role_label rank_label; do
+for v in node init_dir model_path stack_label stack cluster_label cluster_given role_label rank_label; do
     [ -n "${!v}" ] || { echo "status_probe: missing argument ${v//_/-}" >&2; exit 2; }
 done
 
@@ -82,7 +85,8 @@ free=$(df -B1 --output=avail "$p" 2>/dev/null | tail -n 1 | tr -dc 0-9)
 printf ',"disk":{"path":%s,"freeBytes":%s}' "$(printf '%s' "$p" | jstr)" "${free:-null}"
 
 # one JSON object per container, made by docker's own json function; the init's max-starts from its Entrypoint
-fmt='{"id":{{json .Id}},"name":{{json .Name}},"role":{{json (index .Config.Labels "'"$role_label"'")}},'
+# the cluster's label first after the name: which cluster a container is of is read before anything else
+fmt='{"id":{{json .Id}},"name":{{json .Name}},"cluster":{{json (index .Config.Labels "'"$cluster_label"'")}},"role":{{json (index .Config.Labels "'"$role_label"'")}},'
 fmt+='"rank":{{json (index .Config.Labels "'"$rank_label"'")}},"state":{{json .State.Status}},'
 fmt+='"startedAt":{{json .State.StartedAt}},"finishedAt":{{json .State.FinishedAt}},"exitCode":{{json .State.ExitCode}},'
 fmt+='"oomKilled":{{json .State.OOMKilled}},"restartCount":{{json .RestartCount}},'
@@ -102,6 +106,9 @@ fi
 # a container removed between ps and inspect is missing from the list: what inspect found is kept
 while IFS= read -r obj; do
     case "$obj" in '{"id":'*) ;; *) continue ;; esac
+    # the stack's containers of this cluster only (cluster= empty: those without the label, the stack program's)
+    case "$obj" in *'","cluster":'"$(printf '%s' "$cluster" | jstr)"',"role":'* | *'","cluster":null,"role":'*) ;; *) continue ;; esac
+    [ -n "$cluster" ] && case "$obj" in *'","cluster":null,"role":'*) continue ;; esac
     name=$(printf '%s' "$obj" | sed -n 's/^{"id":"[0-9a-f]*","name":"\/\([A-Za-z0-9_.-]*\)".*/\1/p')
     extra=',"initStarts":null,"initStatus":null'
     [ -z "$name" ] || extra=",\"initStarts\":$(file_json "$init_dir/$name.starts"),\"initStatus\":$(file_json "$init_dir/$name.status")"

@@ -43,6 +43,8 @@ export const NODES: StatusNode[] = [
 export function statusSpec(stateDir: string, over: Partial<StatusSpec> = {}): StatusSpec {
     return {
         stack: "test",
+        cluster: "vllm",
+        defaultCluster: true,
         backend: "ray",
         stateDir,
         privateKeyPath: "/home/op/.ssh/id_ed25519",
@@ -78,6 +80,8 @@ export const cid = (d: string) => d.repeat(64);
 export function inspectLine(c: {
     id: string;
     name: string;
+    /** LABEL.cluster: none on the stack program's cluster. */
+    cluster?: string;
     role: string;
     rank?: string;
     state?: string;
@@ -89,6 +93,7 @@ export function inspectLine(c: {
     return JSON.stringify({
         id: c.id,
         name: `/${c.name}`,
+        cluster: c.cluster ?? "",
         role: c.role,
         rank: c.rank ?? "",
         state: c.state ?? "running",

@@ -132,6 +132,23 @@ describe("status probe", () => {
         expect(fs.readdirSync(host.dir).sort()).toEqual(["bin", "calls", "inspect", "metrics", "ps", "ray"]);
     });
 
+    test("only this cluster's containers: the stack program's have no cluster label; another cluster's carry its name", () => {
+        const host = standInHost(state, "spark-2", {
+            ps: [cid("c"), cid("d")],
+            inspect: [
+                inspectLine({ id: cid("c"), name: "vllm-ray-worker", role: "ray-worker", maxStarts: 4 }),
+                inspectLine({ id: cid("d"), name: "blue-ray-worker", cluster: "blue", role: "ray-worker", maxStarts: 4 }),
+            ],
+        });
+        const names = (spec: ReturnType<typeof statusSpec>) =>
+            probe(1, host, spec)
+                .json()
+                .containers.map((c: { name: string }) => c.name);
+        expect(names(statusSpec(state))).toEqual(["/vllm-ray-worker"]);
+        expect(names(statusSpec(state, { cluster: "blue", defaultCluster: false }))).toEqual(["/blue-ray-worker"]);
+        expect(names(statusSpec(state, { cluster: "green", defaultCluster: false }))).toEqual([]);
+    });
+
     test("a worker: its containers, no /metrics and no Ray", () => {
         const host = standInHost(state, "spark-2", {
             ps: [cid("c")],
