@@ -1,7 +1,7 @@
 import { StackValidationPolicy } from "@pulumi/policy";
 import { argv, findVllmFlag } from "./lib/commandLine";
 import { LABEL, label, managedContainers } from "./lib/container";
-import { gpuMemoryUtilizationDefaults } from "./gpuMemoryUtilization";
+import { VLLM_DEFAULT_UTILIZATION, gpuMemoryUtilizationDefaults } from "./gpuMemoryUtilization";
 
 export interface GpuMemorySharedConfig {
     /** Most of a dedicated-memory host's GPU memory that all clusters on it may reserve together. */
@@ -14,9 +14,6 @@ export const gpuMemorySharedDefaults: GpuMemorySharedConfig = {
     max: gpuMemoryUtilizationDefaults.max,
     maxUnifiedMemory: gpuMemoryUtilizationDefaults.maxUnifiedMemory,
 };
-
-/** vLLM's own default when the flag is not given. */
-const VLLM_DEFAULT_UTILIZATION = 0.9;
 
 interface Share {
     cluster: string;

@@ -14,7 +14,7 @@ export interface GpuMemoryUtilizationConfig {
 export const gpuMemoryUtilizationDefaults: GpuMemoryUtilizationConfig = { min: 0.1, max: 0.95, maxUnifiedMemory: 0.9 };
 
 /** vLLM's own default when the flag is not given. */
-const VLLM_DEFAULT_UTILIZATION = 0.9;
+export const VLLM_DEFAULT_UTILIZATION = 0.9;
 
 export const gpuMemoryUtilization: ResourceValidationPolicy = {
     name: "gpu-memory-utilization",
