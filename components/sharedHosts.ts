@@ -7,13 +7,8 @@
  * stack), so it shares a program with no other cluster.
  */
 import type { ClusterConfig } from "../infra/config";
-import { DEFAULT_CLUSTER } from "../infra/contract";
+import { DEFAULT_CLUSTER, GPU_MEMORY_MAX, GPU_MEMORY_MAX_UNIFIED } from "../infra/contract";
 import { nodeListenPorts } from "../infra/builders/ports";
-
-/** The most of a host's GPU memory all clusters on it may reserve together (the single-cluster policy's bounds). */
-export const SHARED_GPU_MEMORY_MAX = 0.95;
-/** The same on unified-memory hosts (GB10), where the operating system, Ray and Docker share that memory. */
-export const SHARED_GPU_MEMORY_MAX_UNIFIED = 0.9;
 
 /** What one cluster holds on one host (a host is its SSH address and port). */
 interface HostClaim {
@@ -66,7 +61,7 @@ export class SharedHosts {
             if (there.length > 0) {
                 const all = [claim, ...there];
                 const unified = all.some((c) => c.unifiedMemory);
-                const max = unified ? SHARED_GPU_MEMORY_MAX_UNIFIED : SHARED_GPU_MEMORY_MAX;
+                const max = unified ? GPU_MEMORY_MAX_UNIFIED : GPU_MEMORY_MAX;
                 const sum = all.reduce((s, c) => s + c.gpuMemoryUtilization, 0);
                 if (sum > max + 1e-9) {
                     problems.push(

@@ -4,6 +4,14 @@
  * the policy pack (a separate package) all import it, so it has no dependencies at all.
  */
 
+/**
+ * The most of a host's GPU memory vLLM may reserve (`--gpu-memory-utilization`), alone or summed over the clusters on
+ * the host: on dedicated GPU memory, and on unified-memory hosts (GB10), where the OS, Ray and Docker share it. The
+ * policy pack's defaults and the component's check across clusters both take these.
+ */
+export const GPU_MEMORY_MAX = 0.95;
+export const GPU_MEMORY_MAX_UNIFIED = 0.9;
+
 /** A cluster's container names on its hosts: `<cluster>-ray-head`, `<cluster>-ray-worker`, `<cluster>-serve`. */
 export interface ContainerNames {
     rayHead: string;

@@ -1,5 +1,6 @@
 import { ResourceValidationPolicy } from "@pulumi/policy";
 import { findVllmFlag, argv } from "./lib/commandLine";
+import { GPU_MEMORY_MAX, GPU_MEMORY_MAX_UNIFIED } from "../infra/contract";
 import { LABEL, describe, label, serveContainer } from "./lib/container";
 
 export interface GpuMemoryUtilizationConfig {
@@ -11,7 +12,11 @@ export interface GpuMemoryUtilizationConfig {
     maxUnifiedMemory: number;
 }
 
-export const gpuMemoryUtilizationDefaults: GpuMemoryUtilizationConfig = { min: 0.1, max: 0.95, maxUnifiedMemory: 0.9 };
+export const gpuMemoryUtilizationDefaults: GpuMemoryUtilizationConfig = {
+    min: 0.1,
+    max: GPU_MEMORY_MAX,
+    maxUnifiedMemory: GPU_MEMORY_MAX_UNIFIED,
+};
 
 /** vLLM's own default when the flag is not given. */
 export const VLLM_DEFAULT_UTILIZATION = 0.9;
