@@ -2,10 +2,12 @@ import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
 import * as random from "@pulumi/random";
 import type { ModelConfig, ServeConfig } from "../infra/config";
-import { containerOptions } from "../infra/builders/containers";
+import { ContainerInput, containerOptions } from "../infra/builders/containers";
 import { SecretFile, apiKeyFile, apiKeyHash, secretFileCommands, secretHash, tlsCertFile, tlsKeyFile } from "../infra/builders/key";
 import { serveReadinessCommand, serveReadinessSpec } from "../infra/builders/readiness";
+import type { ClusterReadySpec } from "../infra/builders/ray";
 import { serveArgsCheckCommand } from "../infra/builders/serveArgsCheck";
+import { nativeRankContainerArgs, serveContainerArgs } from "../infra/builders/serveContainers";
 import { HostCheck } from "../infra/providers/hostCheck";
 import { KeyFile } from "../infra/providers/keyFile";
 import { clusterPrefix, containerNames } from "../infra/contract";
@@ -19,19 +21,29 @@ const API_KEY_LENGTH = 48;
 /** Seconds the refresh-time look at a running server may take (one /health, one completion with and without the key). */
 const READINESS_LOOK_SECONDS = 20;
 
-/** One container of the server: on which host, and its arguments. */
-export interface ServeContainer {
-    /** Logical name of the container resource. */
-    name: string;
+/** One host of the server: the SparkNode and what its container takes from the config (with its image ID there). */
+export interface ServeRank {
     host: SparkNode;
-    /**
-     * The container's arguments, given the hashes of the files it reads at start (data, so a new key or certificate
-     * replaces the server) and the IDs of the containers listed before it (a headless rank takes rank 0's, so it
-     * restarts with it).
-     */
-    args: (files: ServeFileHashes, earlierIds: pulumi.Output<string>[]) => docker.ContainerArgs;
-    /** The command carries values from secret config (serve set with --secret): a refused value is never shown. */
-    secretArgs?: boolean;
+    input: ContainerInput;
+}
+
+/** Backend ray: one container on the head, beside the Ray head, started once the gate has passed. */
+export interface RayServe {
+    kind: "ray";
+    /** The Ray head's address and the hash of its token file on the head (the serve container carries both). */
+    rayHead: { address: pulumi.Output<string>; tokenHash?: pulumi.Output<string> };
+    /** The gate's fingerprint: a replaced Ray container or a changed roster replaces serve. */
+    fingerprint: pulumi.Output<string>;
+    /** Every node of the Ray cluster: serve starts (after a reboot too) only once Ray sees each on its fabric IP. */
+    nodes: ClusterReadySpec["nodes"];
+}
+
+/** Backend native: vLLM's own multi-node, one rank per host; rank 0 (the head) serves the API, the others are headless. */
+export interface NativeServe {
+    kind: "native";
+    /** The head's fabric IP and the port of vLLM's rendezvous on it. */
+    masterAddr: string;
+    masterPort: number;
 }
 
 /** Hashes of the files installed on the head for the API server (not secret: one-way, of random or public data). */
@@ -51,8 +63,14 @@ export interface ServeEndpointArgs {
     stateDir: string;
     serve: Pick<ServeConfig, "port" | "readyTimeoutSeconds">;
     model: Pick<ModelConfig, "servedName">;
-    /** The server's containers, the one that serves the API first. */
-    containers: ServeContainer[];
+    /** The hosts the server runs on, the head first: backend ray runs on the head alone, native on each host. */
+    ranks: ServeRank[];
+    /** How the ranks find each other: through the Ray cluster, or vLLM's own rendezvous. */
+    backend: RayServe | NativeServe;
+    /** The GPUs of the whole cluster (a label of each container, and what the Ray probe expects). */
+    clusterGpus: number;
+    /** The command carries values from secret config (serve.extraArgs set with --secret): a refused value is never shown. */
+    secretArgs?: boolean;
     /** Started only after these (the Roster: hosts that left the stack are cleared first). */
     after?: pulumi.Resource[];
 }
@@ -78,8 +96,11 @@ export class ServeEndpoint extends pulumi.ComponentResource {
 
     constructor(name: string, args: ServeEndpointArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-cluster:index:ServeEndpoint", name, {}, opts);
-        if (args.containers.length === 0) {
-            throw new Error(`${name}: a server needs at least one container`);
+        if (args.ranks.length === 0) {
+            throw new Error(`${name}: a server needs at least one host`);
+        }
+        if (args.backend.kind === "ray" && args.ranks.length !== 1) {
+            throw new Error(`${name}: backend ray serves from the head alone, not from ${args.ranks.length} hosts`);
         }
         const { head, stateDir } = args;
         const node = head.node.name;
@@ -100,9 +121,8 @@ export class ServeEndpoint extends pulumi.ComponentResource {
 
         this.containers = [];
         this.argsChecks = [];
-        for (const c of args.containers) {
-            const earlier = this.containers.map((x) => x.id);
-            const containerArgs = c.args(hashes, earlier);
+        for (const c of serveContainers(name, args, hashes)) {
+            const containerArgs = c.args(this.containers.map((x) => x.id));
             // The command, checked by the image's own vLLM on the host that runs it: a change it refuses fails the
             // operation (and the preview) before the running container, replaced delete-first, is touched.
             const check = serveArgsCheck(this, c, containerArgs);
@@ -137,6 +157,52 @@ export class ServeEndpoint extends pulumi.ComponentResource {
     }
 }
 
+/** One container of the server: its resource name, its host, and its arguments given the IDs of those before it. */
+interface ServeContainer {
+    name: string;
+    host: SparkNode;
+    args: (earlierIds: pulumi.Output<string>[]) => docker.ContainerArgs;
+    secretArgs: boolean;
+}
+
+/**
+ * The server's containers, the one that serves the API first: `<name>-container` next to the Ray head, or
+ * `<name>-rank-<N>-container` on each host, rank 0 on the head. Each carries the hashes of the files it reads at
+ * start (a new key or certificate replaces it); a headless rank carries rank 0's container ID, so it restarts with it.
+ */
+function serveContainers(name: string, args: ServeEndpointArgs, files: ServeFileHashes): ServeContainer[] {
+    const { backend, clusterGpus } = args;
+    const secretArgs = args.secretArgs ?? false;
+    if (backend.kind === "ray") {
+        const [{ host, input }] = args.ranks;
+        const args0 = (): docker.ContainerArgs =>
+            serveContainerArgs({
+                ...input,
+                rayTokenHash: backend.rayHead.tokenHash,
+                ...files,
+                rayAddress: backend.rayHead.address,
+                clusterFingerprint: backend.fingerprint,
+                clusterGpus,
+                rayNodes: backend.nodes,
+            });
+        return [{ name: `${name}-container`, host, secretArgs, args: args0 }];
+    }
+    const nnodes = args.ranks.length;
+    return args.ranks.map(({ host, input }, nodeRank) => ({
+        name: `${name}-rank-${nodeRank}-container`,
+        host,
+        secretArgs,
+        args: (earlier) =>
+            nativeRankContainerArgs({
+                ...input,
+                rank: { nodeRank, nnodes, masterAddr: backend.masterAddr, masterPort: backend.masterPort },
+                clusterGpus,
+                ...(nodeRank === 0 ? files : {}),
+                rank0ContainerId: nodeRank > 0 ? earlier[0] : undefined,
+            }),
+    }));
+}
+
 /** The check of one serve container's command (`<container name without -container>-args-check`). */
 function serveArgsCheck(parent: pulumi.Resource, c: ServeContainer, containerArgs: docker.ContainerArgs): ServeArgsCheck {
     const node = c.host.node.name;
@@ -149,7 +215,7 @@ function serveArgsCheck(parent: pulumi.Resource, c: ServeContainer, containerArg
             image,
             command: containerArgs.command!,
             checkScript: image.apply((id) => serveArgsCheckCommand(c.host.ssh, node, id)),
-            secretArgs: c.secretArgs ?? false,
+            secretArgs: c.secretArgs,
         },
         { parent, dependsOn: [c.host.preflight], additionalSecretOutputs: c.secretArgs ? ["command"] : [] },
     );

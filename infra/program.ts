@@ -1,12 +1,11 @@
 import * as pulumi from "@pulumi/pulumi";
 import { RayHead } from "../components/rayHead";
 import { RayWorker } from "../components/rayWorker";
-import { ServeContainer, ServeEndpoint } from "../components/serveEndpoint";
+import { NativeServe, RayServe, ServeEndpoint } from "../components/serveEndpoint";
 import { SparkNode } from "../components/sparkNode";
 import { ContainerInput } from "./builders/containers";
 import { clusterStateDir } from "./builders/node";
 import { dashboardTunnelHint } from "./builders/ray";
-import { nativeRankContainerArgs, serveContainerArgs } from "./builders/serveContainers";
 import { joinFingerprint } from "./builders/vllm";
 import type { StatusSpec } from "./builders/status";
 import { describedOutputs } from "./builders/statusSpec";
@@ -49,9 +48,8 @@ interface GraphContext {
     head: SparkNode;
     /** What every container on `node` takes from the config, and the image ID on that host. */
     input: (node: NodeConfig) => ContainerInput;
-    endpoint: (containers: ServeContainer[]) => ServeEndpoint;
-    /** Which free-form values came from secret config. */
-    secrets: SecretConfig;
+    /** The server on `ranks` (the head first), reached through `backend`. */
+    endpoint: (ranks: NodeConfig[], backend: RayServe | NativeServe) => ServeEndpoint;
     /** Where the top-level parts go (placement). */
     at: Placement;
     /** What the top-level parts' names start with (clusterPrefix). */
@@ -90,19 +88,31 @@ export function buildCluster(
     const image = imageDistribution(cfg, prefix, [...hosts.values()], preflights, at);
     const model = modelDistribution(cfg, prefix, [...hosts.values()], image, preflights, at, hfToken);
     const roster = stackRoster(cfg, stack, cluster, host, at);
+    const input = containerInputs(cfg, { stack, cluster, secrets }, image, model, host);
     const ctx: GraphContext = {
         cfg,
         at,
-        secrets,
         roster,
         host,
         head,
         prefix,
-        input: containerInputs(cfg, { stack, cluster, secrets }, image, model, host),
-        endpoint: (containers) =>
+        input,
+        endpoint: (ranks, backend) =>
             new ServeEndpoint(
                 `${prefix}serve`,
-                { cluster, head, tls, stateDir: cfg.stateDir, serve: cfg.serve, model: cfg.model, containers, after: [roster] },
+                {
+                    cluster,
+                    head,
+                    tls,
+                    stateDir: cfg.stateDir,
+                    serve: cfg.serve,
+                    model: cfg.model,
+                    ranks: ranks.map((node) => ({ host: host(node.name), input: input(node) })),
+                    backend,
+                    clusterGpus: cfg.totalGpus,
+                    secretArgs: secretServeArgs(cfg, secrets),
+                    after: [roster],
+                },
                 at,
             ),
     };
@@ -114,23 +124,12 @@ export function buildCluster(
 }
 
 /** vLLM's own multi-node: no Ray containers and no Ray probe; rank 0's readiness check is the gate. */
-function buildNative({ cfg, host, input, endpoint, secrets, prefix }: GraphContext): BackendOutputs {
-    const ranks = [cfg.head, ...cfg.workers];
-    const serve = endpoint(
-        ranks.map((node, nodeRank) => ({
-            name: `${prefix}serve-rank-${nodeRank}-container`,
-            host: host(node.name),
-            secretArgs: secretServeArgs(cfg, secrets),
-            args: (files, earlier) =>
-                nativeRankContainerArgs({
-                    ...input(node),
-                    rank: { nodeRank, nnodes: ranks.length, masterAddr: cfg.head.fabricIp, masterPort: cfg.native.masterPort },
-                    clusterGpus: cfg.totalGpus,
-                    ...(nodeRank === 0 ? files : {}),
-                    rank0ContainerId: nodeRank > 0 ? earlier[0] : undefined,
-                }),
-        })),
-    );
+function buildNative({ cfg, endpoint }: GraphContext): BackendOutputs {
+    const serve = endpoint([cfg.head, ...cfg.workers], {
+        kind: "native",
+        masterAddr: cfg.head.fabricIp,
+        masterPort: cfg.native.masterPort,
+    });
     return {
         endpoint: serve.endpoint,
         apiKey: serve.apiKey,
@@ -151,7 +150,7 @@ function rayNodes(cfg: ClusterConfig): { name: string; fabricIp: string; sshHost
 
 /** Ray head, a worker per other host, the gate that waits for all of them on their fabric IPs, serve on the head. */
 function buildRay(ctx: GraphContext): BackendOutputs {
-    const { cfg, host, head, endpoint, input, secrets, at } = ctx;
+    const { cfg, host, head, endpoint, input, at } = ctx;
     const ray = { objectStoreMemoryBytes: cfg.ray.objectStoreMemoryBytes, ports: cfg.ray };
     const rayHead = new RayHead(`${ctx.prefix}ray-head`, { ...input(cfg.head), ...ray, host: head, auth: cfg.ray.auth }, at);
     const workers = cfg.workers.map(
@@ -163,23 +162,7 @@ function buildRay(ctx: GraphContext): BackendOutputs {
         timeoutSeconds: cfg.ray.readyTimeoutSeconds,
         roster: ctx.roster.version,
     });
-    const serve = endpoint([
-        {
-            name: `${ctx.prefix}serve-container`,
-            host: head,
-            secretArgs: secretServeArgs(cfg, secrets),
-            args: (files) =>
-                serveContainerArgs({
-                    ...input(cfg.head),
-                    rayTokenHash: rayHead.tokenHash,
-                    ...files,
-                    rayAddress: rayHead.address,
-                    clusterFingerprint: ready.fingerprint,
-                    clusterGpus: cfg.totalGpus,
-                    rayNodes: rayNodes(cfg),
-                }),
-        },
-    ]);
+    const serve = endpoint([cfg.head], { kind: "ray", rayHead, fingerprint: ready.fingerprint, nodes: rayNodes(cfg) });
     return {
         endpoint: serve.endpoint,
         apiKey: serve.apiKey,
