@@ -128,9 +128,19 @@ describe("ssh", () => {
     });
 
     describe("shared connections", () => {
+        /** The stand-in's directories, removed once these tests are done. */
+        const made: string[] = [];
+        const tmpDir = (): string => {
+            const d = fs.mkdtempSync(path.join(os.tmpdir(), "vcl-ssh-"));
+            made.push(d);
+            return d;
+        };
+        afterAll(() => {
+            for (const d of made) fs.rmSync(d, { recursive: true, force: true });
+        });
         /** Runs `script` with sh (nested in a second sh when `nested`), a stand-in ssh on PATH that records its argv. */
         function runWithFakeSsh(script: string, nested = false, cacheHome?: string): { calls: string[][]; cache: string } {
-            const dir = fs.mkdtempSync(path.join(os.tmpdir(), "vcl-ssh-"));
+            const dir = tmpDir();
             const bin = path.join(dir, "bin");
             fs.mkdirSync(bin);
             fs.writeFileSync(
@@ -182,7 +192,7 @@ describe("ssh", () => {
         });
 
         test("a cache directory too long for a socket path: each session connects on its own", () => {
-            const long = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "vcl-ssh-")), "d".repeat(60));
+            const long = path.join(tmpDir(), "d".repeat(60));
             const { calls } = runWithFakeSsh(sshCommand(target, ["true"]), false, long);
             expect(option(calls[0], "ControlPath")).toEqual(["none"]);
             expect(fs.existsSync(long)).toBe(false);

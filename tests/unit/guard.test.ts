@@ -9,15 +9,22 @@ import * as path from "path";
 
 const MODULE_DIR = path.join(__dirname, "..", "..", "infra", "scripts");
 
-/** Sends each request through RequireKey and returns "status" per request (200 = reached the app). */
+/** The key files' directories, removed once the file's tests are done. */
+const made: string[] = [];
+afterAll(() => {
+    for (const d of made) fs.rmSync(d, { recursive: true, force: true });
+});
+
 /** A key file as the program installs it (its content, or no file at all for undefined). */
 function keyFile(key: string | undefined): string {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "guard-"));
+    made.push(dir);
     const f = path.join(dir, "api-key");
     if (key !== undefined) fs.writeFileSync(f, key, { mode: 0o600 });
     return f;
 }
 
+/** Sends each request through RequireKey and returns "status" per request (200 = reached the app). */
 function through(
     requests: { path: string; method?: string; auth?: string; type?: string; cors?: boolean; origin?: boolean }[],
     key: string | undefined,

@@ -9,9 +9,16 @@ import * as pulumi from "@pulumi/pulumi";
 import { specialSecretSig, specialSigKey } from "@pulumi/pulumi/runtime/rpc";
 import { PROJECT, TEST_TLS, answerLikeHosts, loadStackRaw } from "./harness";
 
+/** The TLS files' directories, removed once the file's tests are done. */
+const made: string[] = [];
+afterAll(() => {
+    for (const d of made) fs.rmSync(d, { recursive: true, force: true });
+});
+
 /** The local stack with serve.tls pointing at test files (the testbed's own exist only once it is up). */
 function localWithTls(): Record<string, unknown> {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "vcl-index-tls-"));
+    made.push(dir);
     fs.writeFileSync(path.join(dir, "cert.pem"), TEST_TLS.cert);
     fs.writeFileSync(path.join(dir, "key.pem"), TEST_TLS.key, { mode: 0o600 });
     const raw = loadStackRaw("local") as { serve: Record<string, unknown> };
