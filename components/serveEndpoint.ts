@@ -4,7 +4,7 @@ import * as random from "@pulumi/random";
 import type { ModelConfig, ServeConfig } from "../infra/config";
 import { ContainerInput, containerOptions } from "../infra/builders/containers";
 import { SecretFile, apiKeyFile, apiKeyHash, secretFileCommands, secretHash, tlsCertFile, tlsKeyFile } from "../infra/builders/key";
-import { serveReadinessCommand, serveReadinessSpec } from "../infra/builders/readiness";
+import { LaunchTimings, launchTimings, serveReadinessCommand, serveReadinessSpec } from "../infra/builders/readiness";
 import type { ClusterReadySpec } from "../infra/builders/ray";
 import { serveArgsCheckCommand } from "../infra/builders/serveArgsCheck";
 import { nativeRankContainerArgs, serveContainerArgs } from "../infra/builders/serveContainers";
@@ -93,6 +93,8 @@ export class ServeEndpoint extends pulumi.ComponentResource {
     public readonly readiness: HostCheck;
     /** OpenAI-compatible base URL, resolved once readiness passed. */
     public readonly endpoint: pulumi.Output<string>;
+    /** What the server's last start took: from its container's start to the first completion, as the last wait saw it. */
+    public readonly launch: pulumi.Output<LaunchTimings>;
 
     constructor(name: string, args: ServeEndpointArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-cluster:index:ServeEndpoint", name, {}, opts);
@@ -144,7 +146,7 @@ export class ServeEndpoint extends pulumi.ComponentResource {
             {
                 what: `serve readiness on node ${node}`,
                 waitScript: serveReadinessCommand(head.ssh, spec(args.serve.readyTimeoutSeconds)),
-                checkScript: serveReadinessCommand(head.ssh, spec(READINESS_LOOK_SECONDS)),
+                checkScript: serveReadinessCommand(head.ssh, { ...spec(READINESS_LOOK_SECONDS), look: true }),
                 triggers: this.containers.map((c) => c.id),
             },
             { parent: this },
@@ -152,8 +154,9 @@ export class ServeEndpoint extends pulumi.ComponentResource {
 
         const url = `${tls ? "https" : "http"}://${head.node.sshHost}:${args.serve.port}/v1`;
         this.endpoint = this.readiness.result.apply(() => url);
+        this.launch = pulumi.all([this.readiness.waitResult, this.readiness.waitedSeconds]).apply(([r, s]) => launchTimings(r, s));
 
-        this.registerOutputs({ endpoint: this.endpoint });
+        this.registerOutputs({ endpoint: this.endpoint, launch: this.launch });
     }
 }
 

@@ -6,6 +6,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { warnServeKeysForRay } from "../infra/config";
 import { buildCluster } from "../infra/program";
+import type { LaunchTimings } from "../infra/builders/readiness";
 import type { StatusSpec } from "../infra/builders/status";
 import { checkClusterArgs } from "./clusterArgs";
 import { SharedHosts } from "./sharedHosts";
@@ -65,6 +66,12 @@ export class VllmCluster extends pulumi.ComponentResource {
     public readonly modelCommit: pulumi.Output<string>;
     /** Where `npm run status` looks on the hosts: names, paths and ports, no secret. */
     public readonly status: pulumi.Output<StatusSpec>;
+    /**
+     * What the server's last start took, as the readiness wait of the `up` that started it measured: seconds from the
+     * serve container's start to the first chat completion's answer, that completion's own seconds, and how long `up`
+     * waited. Empty until an `up` of this release has waited for the server.
+     */
+    public readonly launch: pulumi.Output<LaunchTimings>;
 
     constructor(name: string, args: VllmClusterArgs, opts?: pulumi.ComponentResourceOptions) {
         // Before anything is registered: a bad argument fails naming its key, and no child (nor this) exists.
@@ -83,6 +90,7 @@ export class VllmCluster extends pulumi.ComponentResource {
         this.clusterFingerprint = out.clusterFingerprint;
         this.modelCommit = out.modelCommit ?? pulumi.output("none (model.hub is not set)");
         this.status = pulumi.output(out.status);
+        this.launch = out.launch;
 
         this.registerOutputs({
             endpoint: this.endpoint,
@@ -93,6 +101,7 @@ export class VllmCluster extends pulumi.ComponentResource {
             clusterFingerprint: this.clusterFingerprint,
             modelCommit: this.modelCommit,
             status: this.status,
+            launch: this.launch,
         });
     }
 }

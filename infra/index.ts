@@ -31,3 +31,4 @@ export const nodes = cluster.nodes;
 export const clusterFingerprint = cluster.clusterFingerprint;
 export const modelCommit = cluster.modelCommit;
 export const status = cluster.status;
+export const launch = cluster.launch;

@@ -7,6 +7,7 @@ import { ContainerInput } from "./builders/containers";
 import { clusterStateDir } from "./builders/node";
 import { dashboardTunnelHint } from "./builders/ray";
 import { joinFingerprint } from "./builders/vllm";
+import type { LaunchTimings } from "./builders/readiness";
 import type { StatusSpec } from "./builders/status";
 import { describedOutputs } from "./builders/statusSpec";
 import { ClusterConfig, NO_SECRET_CONFIG, NodeConfig, SecretConfig } from "./config";
@@ -38,6 +39,8 @@ export interface ClusterOutputs {
     modelCommit?: pulumi.Output<string>;
     /** Where `npm run status` looks (names, paths, ports; no secret). */
     status: StatusSpec;
+    /** What the server's last start took (its readiness wait's figures). */
+    launch: pulumi.Output<LaunchTimings>;
 }
 
 /** What both backends' graphs take: the config, the hosts, the API key and how to build a container's input. */
@@ -56,7 +59,7 @@ interface GraphContext {
     prefix: string;
 }
 
-type BackendOutputs = Pick<ClusterOutputs, "endpoint" | "apiKey" | "rayDashboard" | "clusterFingerprint">;
+type BackendOutputs = Pick<ClusterOutputs, "endpoint" | "apiKey" | "rayDashboard" | "clusterFingerprint" | "launch">;
 
 /**
  * Builds the whole resource graph from a validated config (`secrets`: which free-form values came from secret config,
@@ -133,6 +136,7 @@ function buildNative({ cfg, endpoint }: GraphContext): BackendOutputs {
     return {
         endpoint: serve.endpoint,
         apiKey: serve.apiKey,
+        launch: serve.launch,
         rayDashboard: "none (backend native runs no Ray)",
         clusterFingerprint: pulumi.all(serve.containers.map((c) => c.id)).apply(joinFingerprint),
     };
@@ -166,6 +170,7 @@ function buildRay(ctx: GraphContext): BackendOutputs {
     return {
         endpoint: serve.endpoint,
         apiKey: serve.apiKey,
+        launch: serve.launch,
         rayDashboard: dashboardTunnelHint(head.ssh, cfg.ray.dashboardPort),
         clusterFingerprint: ready.fingerprint,
     };

@@ -12,7 +12,8 @@ const { sampleOf, servingOf } = require("./statusMetrics");
 /**
  * @typedef {import("../infra/builders/status").StatusNode} Node
  * @typedef {import("../infra/builders/status").StatusSpec} Spec
- * @typedef {{ endpoint?: string, status: Spec }} Outputs
+ * @typedef {import("../infra/builders/readiness").LaunchTimings} Launch
+ * @typedef {{ endpoint?: string, status: Spec, launch?: unknown }} Outputs
  * @typedef {{ ok: true, seconds: number, stdout: string } | { ok: false, seconds: number, unreachable: boolean, why: string }} Answer
  * (stateSeconds: how long a container has been in its state, by the host's clock: running since it started,
  * exited since it ended.)
@@ -179,6 +180,23 @@ function shown(h) {
 }
 
 /**
+ * The launch timings of the stack's outputs, numbers and docker's timestamp only (null when there are none).
+ * @param {unknown} l @returns {Launch | null}
+ */
+function launchOf(l) {
+    if (l === null || typeof l !== "object") return null;
+    const o = /** @type {Record<string, unknown>} */ (l);
+    /** @type {Launch} */
+    const out = {};
+    for (const k of /** @type {const} */ (["readySeconds", "firstCompletionSeconds", "waitedSeconds"])) {
+        const v = o[k];
+        if (typeof v === "number" && Number.isFinite(v) && v >= 0) out[k] = v;
+    }
+    if (typeof o.startedAt === "string" && /^\d{4}-\d{2}-\d{2}T[0-9:.]+Z$/.test(o.startedAt)) out.startedAt = o.startedAt;
+    return Object.keys(out).length ? out : null;
+}
+
+/**
  * The whole view of one refresh; `memory` (the previous refresh's samples, by serve container ID) makes rates over
  * the interval, and is returned updated for the next.
  * @param {Outputs} outputs @param {Answer[]} answers (in the order of outputs.status.nodes) @param {Memory} memory
@@ -209,6 +227,7 @@ function snapshotOf(outputs, answers, memory = {}) {
         backend: text(spec.backend),
         endpoint: text(outputs.endpoint ?? ""),
         servedModelName: text(spec.servedModelName),
+        launch: launchOf(outputs.launch),
         hosts: hosts.map(shown),
         ray: spec.backend === "ray" ? rayOf(head, spec.nodes) : null,
         ranks: spec.backend === "native" ? ranks.sort((a, b) => a.rank - b.rank) : null,
@@ -218,4 +237,4 @@ function snapshotOf(outputs, answers, memory = {}) {
     return { snapshot, memory: Object.keys(next).length ? next : memory };
 }
 
-module.exports = { hostOf, containerOf, rayOf, snapshotOf };
+module.exports = { hostOf, containerOf, rayOf, snapshotOf, launchOf };

@@ -132,6 +132,20 @@ function windowLines(sv) {
 }
 
 /**
+ * What the server's last start took, as the up that started it recorded (the stack's `launch` output).
+ * @param {import("./statusModel").Launch | null | undefined} l
+ */
+function launchLines(l) {
+    if (!l) return [];
+    const parts = [];
+    if (l.readySeconds !== undefined)
+        parts.push(`ready ${secs(l.readySeconds)} after the serve container started${l.startedAt ? ` (${l.startedAt})` : ""}`);
+    if (l.firstCompletionSeconds !== undefined) parts.push(`first completion ${secs(l.firstCompletionSeconds)}`);
+    if (l.waitedSeconds !== undefined) parts.push(`up waited ${secs(l.waitedSeconds)}`);
+    return parts.length ? [`last start: ${parts.join("; ")}`] : [];
+}
+
+/**
  * The whole view. `header` is its first line (status.js says when and how often); `width` cuts every line and
  * `height` the number of lines (the terminal's, with --watch: a view that scrolls the screen cannot be redrawn in place).
  * @param {Snapshot} s @param {{ header: string, width?: number, height?: number }} o
@@ -140,6 +154,7 @@ function render(s, o) {
     const lines = [
         o.header,
         `stack ${s.stack} (backend ${s.backend}), endpoint ${s.endpoint || "(none yet)"}, model ${s.servedModelName}`,
+        ...launchLines(s.launch),
         "",
         ...s.hosts.flatMap(hostLines),
         "",

@@ -20,6 +20,8 @@ export interface ServeReadinessSpec {
     tls?: boolean;
     /** The serve container's name on the node (containerNames; unset: the default cluster's). */
     container?: string;
+    /** A look at a running server (refresh), not the wait after a container was made: it reports no launch. */
+    look?: boolean;
 }
 
 /** The readiness check for serve on `node`: its port and model name, the key file the install wrote. */
@@ -62,10 +64,49 @@ export function serveReadinessStep(s: ServeReadinessSpec): RemoteStep {
         `body=${body}`,
         ...(s.intervalSeconds !== undefined ? [`interval=${s.intervalSeconds}`] : []),
         ...(s.tls ? ["tls=yes"] : []),
+        ...(s.look ? ["mode=look"] : []),
     ];
     return { what: `serve readiness on node ${s.node}`, script: "serve_readiness.bash", args };
 }
 
 export function serveReadinessCommand(t: SshTarget, s: ServeReadinessSpec): string {
     return remoteStepCommand(t, serveReadinessStep(s));
+}
+
+/** What the last start of the server took, as its readiness wait measured it (a field is absent until one recorded it). */
+export interface LaunchTimings {
+    /** Seconds from the serve container's start to the answer of the first chat completion (with the key). */
+    readySeconds?: number;
+    /** Seconds that first chat completion took. */
+    firstCompletionSeconds?: number;
+    /** Seconds `pulumi up` waited for the server to be ready. */
+    waitedSeconds?: number;
+    /** When the serve container started (docker's timestamp, UTC). */
+    startedAt?: string;
+}
+
+const STARTED_AT = /^\d{4}-\d{2}-\d{2}T[0-9:.]+Z$/;
+
+/**
+ * The launch timings from the readiness wait's last line (serve_readiness.bash) and its duration. The line comes from
+ * a host: only finite, non-negative numbers and docker's timestamp form are taken from it; anything else is left out.
+ */
+export function launchTimings(waitResult: string | undefined, waitedSeconds: number | undefined): LaunchTimings {
+    let line: Record<string, unknown> = {};
+    try {
+        const parsed: unknown = JSON.parse(waitResult ?? "");
+        if (parsed !== null && typeof parsed === "object" && !Array.isArray(parsed)) line = parsed as Record<string, unknown>;
+    } catch {
+        // not a line the script wrote (an older state's, or none): no figures from it
+    }
+    const seconds = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : undefined);
+    const out: LaunchTimings = {};
+    const ready = seconds(line.readySeconds);
+    const completion = seconds(line.completionSeconds);
+    const waited = seconds(waitedSeconds);
+    if (ready !== undefined) out.readySeconds = ready;
+    if (completion !== undefined) out.firstCompletionSeconds = completion;
+    if (waited !== undefined) out.waitedSeconds = waited;
+    if (typeof line.startedAt === "string" && STARTED_AT.test(line.startedAt)) out.startedAt = line.startedAt;
+    return out;
 }

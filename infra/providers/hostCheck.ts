@@ -30,16 +30,22 @@ interface State {
     healthy?: boolean;
     /** The look's complaint when unhealthy (stderr tail). */
     problem?: string;
+    /** Last stdout line of the last successful wait (a look at refresh leaves it): what that wait found. */
+    waitResult?: string;
+    /** Seconds the last successful wait took. */
+    waitedSeconds?: number;
 }
 
 const INPUTS = ["what", "waitScript", "checkScript", "triggers"] as const;
 
 async function wait(s: State): Promise<State> {
+    const t0 = Date.now();
     const r = await runBash(s.waitScript);
     if (r.code !== 0) {
         throw new Error(`${s.what} failed (exit ${r.code}):\n${tail(r.stderr, 25)}`);
     }
-    return { ...s, result: lastLine(r.stdout), healthy: true, problem: "" };
+    const result = lastLine(r.stdout);
+    return { ...s, result, healthy: true, problem: "", waitResult: result, waitedSeconds: Math.round((Date.now() - t0) / 100) / 10 };
 }
 
 /**
@@ -95,12 +101,22 @@ export const hostCheckProvider: pulumi.dynamic.ResourceProvider = {
     },
 };
 
-/** A checked condition on a host; `result` is the last line its wait (or look) printed. */
+/**
+ * A checked condition on a host; `result` is the last line its wait (or look) printed, `waitResult` the last line of
+ * its last wait (undefined in a state recorded before the field existed, until the next wait).
+ */
 export class HostCheck extends pulumi.dynamic.Resource {
     declare public readonly result: pulumi.Output<string>;
     declare public readonly healthy: pulumi.Output<boolean>;
+    declare public readonly waitResult: pulumi.Output<string | undefined>;
+    declare public readonly waitedSeconds: pulumi.Output<number | undefined>;
 
     constructor(name: string, args: HostCheckInputs, opts?: pulumi.CustomResourceOptions) {
-        super(hostCheckProvider, name, { ...args, result: undefined, healthy: undefined, problem: undefined }, opts);
+        super(
+            hostCheckProvider,
+            name,
+            { ...args, result: undefined, healthy: undefined, problem: undefined, waitResult: undefined, waitedSeconds: undefined },
+            opts,
+        );
     }
 }

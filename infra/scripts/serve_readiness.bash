@@ -4,16 +4,18 @@
 # 401 (a server that answers without its key is open, not ready).
 #
 #   serve_readiness.bash node=NAME container=NAME port=N key-file=PATH status-file=PATH timeout=SECONDS
-#                        body=JSON [interval=SECONDS] [tls=yes|no]
+#                        body=JSON [interval=SECONDS] [tls=yes|no] [mode=wait|look]
 #
 # STATUS-FILE is where the container's init (container_init.sh) writes its verdict: an OOM kill under the memory
 # ceiling, the memory guard's stop and a used-up crash budget each end the wait at once, named.
 #
 # The Authorization header reaches curl through a config file on a process substitution, so the key is never on
-# a command line. Prints one JSON line: {"ready":true,"node","port"}.
+# a command line. Prints one JSON line: {"ready":true,"node","port","completionSeconds"}, the last the completion's
+# latency; the wait (mode=wait, after a container was made) adds the launch: "readySeconds", from the container's
+# start to that completion's answer, and "startedAt". A look (mode=look, at refresh) is no launch and says none.
 set -uo pipefail
 
-node='' container='' port='' keyfile='' statusfile='' timeout='' body='' interval=1 tls=no
+node='' container='' port='' keyfile='' statusfile='' timeout='' body='' interval=1 tls=no mode=wait
 for a in "$@"; do
     case "$a" in
         node=*) node=${a#*=} ;;
@@ -25,6 +27,7 @@ for a in "$@"; do
         body=*) body=${a#*=} ;;
         interval=*) interval=${a#*=} ;;
         tls=*) tls=${a#*=} ;;
+        mode=wait | mode=look) mode=${a#*=} ;;
         *) echo "serve_readiness: unknown argument: $a" >&2; exit 2 ;;
     esac
 done
@@ -67,12 +70,26 @@ while :; do
 done
 left=$((deadline - $(date +%s)))
 [ "$left" -ge 30 ] || left=30
-resp=$(curl -sS --max-time "$left" -K <(auth) -H 'Content-Type: application/json' -d "$body" -w '\n%{http_code}' "$base/v1/chat/completions") ||
+resp=$(curl -sS --max-time "$left" -K <(auth) -H 'Content-Type: application/json' -d "$body" -w '\n%{http_code} %{time_total}' "$base/v1/chat/completions") ||
     fail "chat completion request failed"
-code=${resp##*$'\n'}
+answered=$(date +%s.%N)
+last=${resp##*$'\n'}
+code=${last%% *}
+took=''
+case "$last" in *' '*) took=${last#* } ;; esac
 [ "$code" = 200 ] || fail "chat completion returned HTTP $code"
 case "$resp" in *'"choices"'*) ;; *) fail "chat completion answer has no choices" ;; esac
 # Fail closed: a server that answers without the key is not ready, it is open.
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 -H 'Content-Type: application/json' -d "$body" "$base/v1/chat/completions" || true)
 [ "$code" = 401 ] || fail "a chat completion without the API key returned HTTP $code, not 401: the server does not enforce its key"
-printf '{"ready":true,"node":"%s","port":%s}\n' "$node" "$port"
+# The figures only as numbers (curl's and date's own output, checked), and the start only as docker's timestamp
+number() { [[ $1 =~ ^[0-9]+(\.[0-9]+)?$ ]] && printf '%s' "$1"; }
+launch=''
+if [ "$mode" = wait ]; then
+    started=$(docker inspect -f '{{.State.StartedAt}}' "$container" 2>/dev/null || true)
+    if [[ $started =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z$ ]] && since=$(date -d "$started" +%s.%N 2>/dev/null); then
+        ready=$(awk -v a="$answered" -v b="$since" 'BEGIN { d = a - b; if (d >= 0) printf "%.1f", d }')
+        [ -z "$(number "$ready")" ] || launch=",\"readySeconds\":$ready,\"startedAt\":\"$started\""
+    fi
+fi
+printf '{"ready":true,"node":"%s","port":%s,"completionSeconds":%s%s}\n' "$node" "$port" "$(number "$took" || echo null)" "$launch"

@@ -88,12 +88,12 @@ test("the release before VllmCluster deploys the local stack, its components at 
     ]);
 }, 1_200_000);
 
-test("the checkout's program on that state: up creates only the VllmCluster, replaces and updates nothing; every container is kept; the next preview is empty", async () => {
+test("the checkout's program on that state: up creates only the VllmCluster and replaces nothing (the serve readiness check, whose script now records the launch, looks again at the running server); every container is kept; the next preview is empty", async () => {
     expect(before).not.toEqual([]);
     upgradeProgram(p);
     const r = expectOk(await up(p));
     timings["upgrade: up with the component"] = r.seconds;
-    expect(changed(r)).toEqual(["create vllm"]);
+    expect(changed(r)).toEqual(["create vllm", "update serve-readiness"]);
     expect(await containers()).toEqual(before);
     // the same resources, plus the component, and none left under its old URN
     const state = await stateEntries();

@@ -10,7 +10,7 @@ import { nodeEnv } from "../../infra/builders/node";
 import { shellJoin, shellPath, shellQuote } from "../../infra/builders/quote";
 import { knownHostsLookupScript } from "../../infra/builders/chain";
 import { clusterReadyCommand, clusterReadyStep, dashboardTunnelHint, rayHeadCommand, rayWorkerCommand } from "../../infra/builders/ray";
-import { serveReadinessStep } from "../../infra/builders/readiness";
+import { launchTimings, serveReadinessStep } from "../../infra/builders/readiness";
 import { localStepArgv, scriptFile } from "../../infra/builders/remoteStep";
 import { shmSizeMb } from "../../infra/builders/containers";
 import { SHARED_SSH_PERSIST_S, SshTarget, dockerHostUrl, sshArgv, sshCommand, sshOptions } from "../../infra/builders/ssh";
@@ -644,13 +644,13 @@ describe("vllm serve", () => {
         fs.writeFileSync(
             path.join(dir, "curl"),
             `#!/bin/bash\necho "$@" >> ${seen}\nkey=0; url=""\nwhile [ $# -gt 0 ]; do case "$1" in -K) grep -q 'Bearer the-key' "$2" || exit 7; key=1; shift;; -w) fmt="$2"; shift;; http*) url="$1";; esac; shift; done\n` +
-                `case "$url" in */health) printf 200;; *) if [ $key = 1 ]; then printf '{"choices":[{"message":{"content":"ready"}}]}\\n200'; elif [ "\${OPEN:-0}" = 1 ]; then printf 200; else printf 401; fi;; esac\n`,
+                `case "$url" in */health) printf 200;; *) if [ $key = 1 ]; then printf '{"choices":[{"message":{"content":"ready"}}]}\\n200 0.412'; elif [ "\${OPEN:-0}" = 1 ]; then printf 200; else printf 401; fi;; esac\n`,
             { mode: 0o755 },
         );
-        // fake docker inspect: the container's ID for -f {{.Id}}, its state otherwise
+        // fake docker inspect: the container's ID for -f {{.Id}}, its start for {{.State.StartedAt}}, its state otherwise
         fs.writeFileSync(
             path.join(dir, "docker"),
-            `#!/bin/sh\ncase "$*" in *'{{.Id}}'*) echo "\${FAKE_ID:-c0ffee}" ;; *) echo "\${FAKE_STATE:-running}" ;; esac\n`,
+            `#!/bin/sh\ncase "$*" in *'{{.Id}}'*) echo "\${FAKE_ID:-c0ffee}" ;; *StartedAt*) echo "$FAKE_STARTED" ;; *) echo "\${FAKE_STATE:-running}" ;; esac\n`,
             { mode: 0o755 },
         );
         const statusFile = path.join(dir, "vllm-serve.status");
@@ -664,11 +664,39 @@ describe("vllm serve", () => {
             timeoutSeconds: 5,
             intervalSeconds: 0,
         };
-        const ok = spawnSync("bash", localStepArgv(serveReadinessStep(spec)).slice(1), { encoding: "utf8", env });
+        // the container started 30 s ago (docker's own timestamp form, nanoseconds and Z)
+        const started = new Date(Date.now() - 30_000).toISOString().replace(/Z$/, "123456Z");
+        const ok = spawnSync("bash", localStepArgv(serveReadinessStep(spec)).slice(1), {
+            encoding: "utf8",
+            env: { ...env, FAKE_STARTED: started },
+        });
         expect(ok.stderr).toBe("");
         expect(ok.status).toBe(0);
-        expect(JSON.parse(ok.stdout)).toEqual({ ready: true, node: "spark-1", port: 8001 });
+        // the launch: from the container's start to the completion's answer, and that completion's own time (curl's)
+        const line = JSON.parse(ok.stdout) as Record<string, unknown>;
+        expect(line).toMatchObject({ ready: true, node: "spark-1", port: 8001, completionSeconds: 0.412, startedAt: started });
+        expect(line.readySeconds).toBeGreaterThanOrEqual(29.9);
+        expect(line.readySeconds).toBeLessThan(60);
+        expect(launchTimings(ok.stdout, 31.5)).toEqual({
+            readySeconds: line.readySeconds,
+            firstCompletionSeconds: 0.412,
+            waitedSeconds: 31.5,
+            startedAt: started,
+        });
         expect(fs.readFileSync(seen, "utf8")).not.toContain("the-key");
+
+        // a look (refresh) reports no launch; a start that is not docker's timestamp form is left out, never echoed
+        const look = spawnSync("bash", localStepArgv(serveReadinessStep({ ...spec, look: true })).slice(1), {
+            encoding: "utf8",
+            env: { ...env, FAKE_STARTED: started },
+        });
+        expect(JSON.parse(look.stdout)).toEqual({ ready: true, node: "spark-1", port: 8001, completionSeconds: 0.412 });
+        const odd = spawnSync("bash", localStepArgv(serveReadinessStep(spec)).slice(1), {
+            encoding: "utf8",
+            env: { ...env, FAKE_STARTED: `${started}","readySeconds":0,"x":"` },
+        });
+        expect(odd.status).toBe(0);
+        expect(JSON.parse(odd.stdout)).toEqual({ ready: true, node: "spark-1", port: 8001, completionSeconds: 0.412 });
 
         // a server that answers without the key is open, not ready
         const open = spawnSync("bash", localStepArgv(serveReadinessStep(spec)).slice(1), { encoding: "utf8", env: { ...env, OPEN: "1" } });

@@ -47,3 +47,18 @@ test("refresh records the look: healthy with its result, or the problem it print
         hostCheckProvider.read!("id", check({ checkScript: "echo 'ssh: connect: No route to host' >&2; exit 255" })),
     ).rejects.toThrow(/serve readiness on node spark-1: cannot reach the host:\nssh: connect: No route to host/);
 });
+
+test("a wait records its own last line and how long it took; a refresh's look changes the result but not those", async () => {
+    const waited = await hostCheckProvider.update!("id", check(), check({ waitScript: "sleep 0.3; echo '{\"readySeconds\":36.2}'" }));
+    const outs = waited.outs as { waitResult: string; waitedSeconds: number; result: string };
+    expect(outs.waitResult).toBe('{"readySeconds":36.2}');
+    expect(outs.result).toBe(outs.waitResult);
+    expect(outs.waitedSeconds).toBeGreaterThanOrEqual(0.3);
+    expect(outs.waitedSeconds).toBeLessThan(30);
+    const looked = await hostCheckProvider.read!("id", { ...check(), ...outs, checkScript: "echo '{\"ready\":true}'" });
+    expect(looked.props).toMatchObject({
+        result: '{"ready":true}',
+        waitResult: '{"readySeconds":36.2}',
+        waitedSeconds: outs.waitedSeconds,
+    });
+});

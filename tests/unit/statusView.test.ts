@@ -219,4 +219,23 @@ describe("status view", () => {
         const short = (render(snapshot, { header: "h", height: 5 }) as string).trimEnd().split("\n");
         expect(short).toEqual([...all.slice(0, 4), `… ${all.length - 4} more lines (a taller terminal shows them)`]);
     });
+
+    test("the last start, from the stack's launch output: shown when recorded; only numbers and docker's timestamp are taken", () => {
+        const started = "2026-12-07T07:28:31.871716179Z";
+        const launch = { readySeconds: 36.2, firstCompletionSeconds: 0.41, waitedSeconds: 38.04, startedAt: started };
+        const { snapshot } = snapshotOf({ ...outputs(), launch }, [answer("probe-head-0.json"), answer("probe-worker.json")]);
+        expect(snapshot.launch).toEqual(launch);
+        expect(lines(snapshot)[2]).toBe(
+            `last start: ready 36.2 s after the serve container started (${started}); first completion 0.41 s; up waited 38.0 s`,
+        );
+        // none recorded (a state from before the output existed): no line
+        const none = snapshotOf(outputs(), [answer("probe-head-0.json"), answer("probe-worker.json")]).snapshot;
+        expect(none.launch).toBeNull();
+        expect(lines(none).some((l) => l.startsWith("last start"))).toBe(false);
+        // whatever else the outputs hold there is left out
+        const odd = { readySeconds: "36\x1b[2J", firstCompletionSeconds: -1, waitedSeconds: 3, startedAt: `${started}\x1b]0;owned\x07` };
+        const hostile = snapshotOf({ ...outputs(), launch: odd }, [answer("probe-head-0.json"), answer("probe-worker.json")]).snapshot;
+        expect(hostile.launch).toEqual({ waitedSeconds: 3 });
+        expect(lines(hostile)[2]).toBe("last start: up waited 3.00 s");
+    });
 });
