@@ -178,6 +178,19 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
         ]) {
             expect(await hosts.inspect(n, c, "{{.State.Running}}")).toBe("true");
         }
+        // the launch, as the readiness wait measured it: from serve's start (docker's own) to the first completion
+        const launch = r.outputs.launch as {
+            readySeconds: number;
+            firstCompletionSeconds: number;
+            waitedSeconds: number;
+            startedAt: string;
+        };
+        expect(launch.startedAt).toBe(await hosts.inspect(head, CONTAINER.serve, "{{.State.StartedAt}}"));
+        expect(launch.readySeconds).toBeGreaterThan(launch.firstCompletionSeconds);
+        expect(launch.firstCompletionSeconds).toBeGreaterThan(0);
+        expect(launch.waitedSeconds).toBeGreaterThan(0);
+        expect(launch.waitedSeconds).toBeLessThan(r.seconds);
+        timings["launch: serve ready after its start"] = launch.readySeconds;
     }, 1_800_000);
 
     test("serving: /health 200, chat with the key 200, 401 without or with a wrong key, vLLM's own /metrics", async () => {
