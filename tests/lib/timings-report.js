@@ -15,6 +15,15 @@ const path = require("path");
 
 const ROOT = path.join(__dirname, "..", "..");
 
+/**
+ * A test file's path inside the checkout that ran it ("tests/..."): a results directory may come from another clone
+ * (CI's), whose absolute paths are not this one's.
+ */
+function repoPath(name) {
+    const m = /(?:^|\/)(tests\/.+)$/.exec(name);
+    return m ? m[1] : path.relative(ROOT, name);
+}
+
 /** Per file: wall seconds from jest's reports. */
 function wallTimes(reports) {
     const out = {};
@@ -26,7 +35,7 @@ function wallTimes(reports) {
             continue;
         }
         for (const t of r.testResults ?? []) {
-            const file = path.relative(ROOT, t.name ?? t.testFilePath ?? "");
+            const file = repoPath(t.name ?? t.testFilePath ?? "");
             const start = t.startTime ?? t.perfStats?.start;
             const end = t.endTime ?? t.perfStats?.end;
             if (file && start && end) out[file] = (out[file] ?? 0) + (end - start) / 1000;
@@ -53,6 +62,7 @@ function main(argv) {
     const json = argv[0] === "--json";
     const args = json ? argv.slice(1) : argv;
     const dir = args[0] ?? process.env.VCL_RESULTS_DIR ?? path.join(process.env.TMPDIR ?? "/tmp", "vllm-cluster-results");
+    // jest's reports: the stages' (integration-*.json, unit.json) and the fault suite's (faults/jest.json)
     const reports = [
         ...(fs.existsSync(dir)
             ? fs
@@ -60,6 +70,7 @@ function main(argv) {
                   .filter((f) => f.endsWith(".json"))
                   .map((f) => path.join(dir, f))
             : []),
+        ...[path.join(dir, "faults", "jest.json")].filter((f) => fs.existsSync(f)),
         ...args.slice(1),
     ];
     const wall = wallTimes(reports);
