@@ -314,7 +314,17 @@ describe("the arguments as a component package gets them (Pulumi's schema infere
         const node = schema.types?.["vllm-cluster:index:NodeOptions"];
         expect(node?.required?.sort()).toEqual(["fabricIp", "fabricInterface", "gpus", "name", "sshHost", "sshUser"].sort());
         expect(Object.keys(c.properties).sort()).toEqual(
-            ["apiKey", "clusterFingerprint", "endpoint", "launch", "modelCommit", "nodes", "rayDashboard", "servedModelName", "status"].sort(),
+            [
+                "apiKey",
+                "clusterFingerprint",
+                "endpoint",
+                "launch",
+                "modelCommit",
+                "nodes",
+                "rayDashboard",
+                "servedModelName",
+                "status",
+            ].sort(),
         );
     }, 120_000);
 });
