@@ -6,6 +6,8 @@
  * or printed as JSON, and every number must be one.
  */
 "use strict";
+require("./tsRequire").register();
+const { cleanLaunch } = require("../infra/builders/readiness");
 const { printable } = require("./discovery");
 const { sampleOf, servingOf } = require("./statusMetrics");
 
@@ -180,19 +182,11 @@ function shown(h) {
 }
 
 /**
- * The launch timings of the stack's outputs, numbers and docker's timestamp only (null when there are none).
+ * The launch timings of the stack's outputs, as far as they can be trusted (cleanLaunch); null when there are none.
  * @param {unknown} l @returns {Launch | null}
  */
 function launchOf(l) {
-    if (l === null || typeof l !== "object") return null;
-    const o = /** @type {Record<string, unknown>} */ (l);
-    /** @type {Launch} */
-    const out = {};
-    for (const k of /** @type {const} */ (["readySeconds", "firstCompletionSeconds", "waitedSeconds"])) {
-        const v = o[k];
-        if (typeof v === "number" && Number.isFinite(v) && v >= 0) out[k] = v;
-    }
-    if (typeof o.startedAt === "string" && /^\d{4}-\d{2}-\d{2}T[0-9:.]+Z$/.test(o.startedAt)) out.startedAt = o.startedAt;
+    const out = cleanLaunch(l);
     return Object.keys(out).length ? out : null;
 }
 

@@ -88,9 +88,22 @@ export interface LaunchTimings {
 const STARTED_AT = /^\d{4}-\d{2}-\d{2}T[0-9:.]+Z$/;
 
 /**
- * The launch timings from the readiness wait's last line (serve_readiness.bash) and its duration. The line comes from
- * a host: only finite, non-negative numbers and docker's timestamp form are taken from it; anything else is left out.
+ * The launch timings as far as they can be trusted: only finite, non-negative numbers and docker's timestamp form are
+ * taken from `l` (a host's line, or a stack output it fed); anything else is left out.
  */
+export function cleanLaunch(l: unknown): LaunchTimings {
+    if (l === null || typeof l !== "object" || Array.isArray(l)) return {};
+    const o = l as Record<string, unknown>;
+    const out: LaunchTimings = {};
+    for (const k of ["readySeconds", "firstCompletionSeconds", "waitedSeconds"] as const) {
+        const v = o[k];
+        if (typeof v === "number" && Number.isFinite(v) && v >= 0) out[k] = v;
+    }
+    if (typeof o.startedAt === "string" && STARTED_AT.test(o.startedAt)) out.startedAt = o.startedAt;
+    return out;
+}
+
+/** The launch timings from the readiness wait's last line (serve_readiness.bash) and the wait's duration. */
 export function launchTimings(waitResult: string | undefined, waitedSeconds: number | undefined): LaunchTimings {
     let line: Record<string, unknown> = {};
     try {
@@ -99,14 +112,10 @@ export function launchTimings(waitResult: string | undefined, waitedSeconds: num
     } catch {
         // not a line the script wrote (an older state's, or none): no figures from it
     }
-    const seconds = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : undefined);
-    const out: LaunchTimings = {};
-    const ready = seconds(line.readySeconds);
-    const completion = seconds(line.completionSeconds);
-    const waited = seconds(waitedSeconds);
-    if (ready !== undefined) out.readySeconds = ready;
-    if (completion !== undefined) out.firstCompletionSeconds = completion;
-    if (waited !== undefined) out.waitedSeconds = waited;
-    if (typeof line.startedAt === "string" && STARTED_AT.test(line.startedAt)) out.startedAt = line.startedAt;
-    return out;
+    return cleanLaunch({
+        readySeconds: line.readySeconds,
+        firstCompletionSeconds: line.completionSeconds,
+        waitedSeconds,
+        startedAt: line.startedAt,
+    });
 }
