@@ -317,6 +317,8 @@ export interface ServeOptions {
      * number is bytes); 0 is none, else at least 64m.
      */
     memoryLimit?: string;
+    /** The watchdog that restarts a server that lives but stopped answering (a hung engine), within its crash budget. */
+    watchdog?: WatchdogOptions;
 }
 
 /** The `serve.tls` settings of a VllmCluster. */
@@ -339,6 +341,32 @@ export interface ServeTlsOptions {
      * certificate).
      */
     cert?: string;
+}
+
+/** The `serve.watchdog` settings of a VllmCluster. */
+export interface WatchdogOptions {
+    /**
+     * Whether the watchdog runs; without it a hung server is noticed only by the next `pulumi refresh`. Default:
+     * true.
+     */
+    enabled?: boolean;
+    /**
+     * Seconds between the watchdog's completions (once the server is healthy). Rule: 1..604800 (seconds, at most a
+     * week). Default: 30.
+     */
+    intervalSeconds?: number;
+    /**
+     * How long one completion may take. A completion that times out while the server generates tokens for others
+     * (vllm:generation_tokens_total grows) is busy, not hung, and does not count; nor does an answer that is no
+     * completion (HTTP 4xx). Rule: 1..604800 (seconds, at most a week). Default: 30.
+     */
+    timeoutSeconds?: number;
+    /**
+     * Completions missed in a row (no answer within timeoutSeconds, no connection, HTTP 5xx) before the server is
+     * restarted; the restart counts against serve.maxRestarts, which its next answered completion gives back. Rule:
+     * 1..100. Default: 3.
+     */
+    failures?: number;
 }
 
 /** The `ray` settings of a VllmCluster. */

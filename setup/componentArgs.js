@@ -30,6 +30,7 @@ const INTERFACE_NAMES = {
     "model.hub": "ModelHubOptions",
     serve: "ServeOptions",
     "serve.tls": "ServeTlsOptions",
+    "serve.watchdog": "WatchdogOptions",
     ray: "RayOptions",
     native: "NativeOptions",
     ssh: "SshOptions",

@@ -21,7 +21,7 @@ const { sampleOf, servingOf } = require("./statusMetrics");
  * exited since it ended.)
  * @typedef {{ name: string, id: string, role: string, rank: string, state: string, startedAt: string,
  *   stateSeconds: number | null, exitCode: number | null, oomKilled: boolean, restartCount: number | null,
- *   starts: number | null, maxStarts: number | null, verdict: string | null }} Container
+ *   starts: number | null, maxStarts: number | null, verdict: string | null, watchdog: string | null }} Container
  * @typedef {{ node: string, role: string, sshHost: string, sshUser: string, reachable: boolean, seconds: number, error: string | null,
  *   time?: number, memory?: { totalKib: number | null, availableKib: number | null, floorKib: number, belowFloor: boolean },
  *   disk?: { path: string, freeBytes: number | null }, docker?: string | null, containers: Container[],
@@ -58,6 +58,8 @@ function containerOf(raw, now) {
     const own = ownLine(c.initStarts, id);
     const starts = own !== null && /^\d{1,6}$/.test(own) ? Number(own) : null;
     const verdict = id ? ownLine(c.initStatus, id) : null;
+    // the serve watchdog's last restart of this very container: "<UTC time> <what it found>"
+    const watchdog = id ? ownLine(c.initWatchdog, id) : null;
     const arg = Array.isArray(c.initArgs) ? c.initArgs.find((a) => typeof a === "string" && /^max-starts=\d{1,6}$/.test(a)) : undefined;
     return {
         name: text(c.name, 80).replace(/^\//, ""),
@@ -73,6 +75,7 @@ function containerOf(raw, now) {
         starts,
         maxStarts: arg ? Number(String(arg).slice("max-starts=".length)) : null,
         verdict: verdict === null ? null : text(verdict),
+        watchdog: watchdog === null ? null : text(watchdog),
     };
 }
 

@@ -78,6 +78,13 @@ function hostLines(h) {
             rows.push([c.name, role, stateText(c), String(c.restartCount ?? "?"), budgetText(c), c.verdict ?? "-"]);
         }
         out.push(...table(rows, "  "));
+        for (const c of h.containers) {
+            // what a table cell cannot hold: when and why the watchdog last restarted this container
+            if (c.watchdog) {
+                const [at, ...what] = c.watchdog.split(" ");
+                out.push(`  ${c.name} watchdog's last restart (${at}): ${what.join(" ")}`);
+            }
+        }
     }
     return out;
 }

@@ -2,6 +2,7 @@
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
 import { LABEL, containerNames, containerPorts, portsLabel } from "../contract";
+import type { InitSpec } from "./containerInit";
 import { ContainerInput, containerArgs, mapInput, modelVolume, serveFileMounts } from "./containers";
 import { containerLabels } from "./labels";
 import { API_KEY_CONTAINER_PATH, nodeEnv } from "./node";
@@ -21,6 +22,27 @@ function parallelismLabels(p: ContainerInput, clusterGpus: number): Record<strin
 function healthyUrl(p: ContainerInput): string {
     const host = p.serve.host === "0.0.0.0" ? "127.0.0.1" : p.serve.host;
     return `${p.serve.tls ? "https" : "http"}://${host}:${p.serve.port}/health`;
+}
+
+/**
+ * The watchdog of the server on its own host (serve.watchdog; infra/scripts/serve_watchdog.py run by the container's
+ * init): a real completion with the key from the container's read-only key file, over loopback.
+ */
+function watchdog(p: ContainerInput): Pick<InitSpec, "live"> {
+    const w = p.serve.watchdog;
+    if (!w.enabled) {
+        return {};
+    }
+    const url = `${p.serve.tls ? "https" : "http"}://127.0.0.1:${p.serve.port}`;
+    return {
+        live: {
+            script: "serve_watchdog.py",
+            arg: JSON.stringify({ url, keyFile: API_KEY_CONTAINER_PATH, model: p.model.servedName }),
+            everySeconds: w.intervalSeconds,
+            timeoutSeconds: w.timeoutSeconds,
+            misses: w.failures,
+        },
+    };
 }
 
 /** The TLS files' hash as a label, when there are TLS files. */
@@ -73,6 +95,7 @@ export function serveContainerArgs(p: ServeContainerInput): docker.ContainerArgs
         mounts: serveFileMounts(p.stateDir, p.node.name, p.serve.tls !== undefined),
         init: {
             healthyUrl: healthyUrl(p),
+            ...watchdog(p),
             // the gate's own probe, looking once: a Ray cluster that lacks a host would fail serve at start
             waitPython: {
                 script: "ray_cluster_probe.py",
@@ -138,6 +161,6 @@ export function nativeRankContainerArgs(p: NativeRankContainerInput): docker.Con
         volumes: [modelVolume(p.model)],
         mounts: rank0 ? serveFileMounts(p.stateDir, p.node.name, p.serve.tls !== undefined) : undefined,
         // a headless rank serves no /health: it is up once it outlived the server's load time
-        init: rank0 ? { healthyUrl: healthyUrl(p) } : { stableSeconds: p.serve.readyTimeoutSeconds },
+        init: rank0 ? { healthyUrl: healthyUrl(p), ...watchdog(p) } : { stableSeconds: p.serve.readyTimeoutSeconds },
     });
 }

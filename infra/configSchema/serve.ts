@@ -1,6 +1,7 @@
 /** `serve`: the `vllm serve` settings and how the serve container runs; the one serve shape every part uses. */
 import { z } from "zod";
 import {
+    optionalSection,
     bool,
     fraction,
     int,
@@ -143,6 +144,30 @@ const PORT_CLASH =
     "distinct from every other port opened on the head (nodes[].sshPort, the backend's ports); outside " +
     "ray.minWorkerPort..maxWorkerPort (backend ray)";
 
+/**
+ * `serve.watchdog`: the serve container's init sends one real chat completion with the key every intervalSeconds once
+ * the server is healthy, and restarts the server within its crash budget when it stopped answering: a hung engine
+ * keeps /health at 200, only a completion proves service. Part of the serve container's start: a change restarts the
+ * server (the preview shows it).
+ */
+const watchdogFields = {
+    enabled: bool(true).describe("Whether the watchdog runs; without it a hung server is noticed only by the next `pulumi refresh`."),
+    intervalSeconds: seconds().default(30).describe("Seconds between the watchdog's completions (once the server is healthy)."),
+    timeoutSeconds: seconds()
+        .default(30)
+        .describe(
+            "How long one completion may take. A completion that times out while the server generates tokens for others " +
+                "(vllm:generation_tokens_total grows) is busy, not hung, and does not count; nor does an answer that is no " +
+                "completion (HTTP 4xx).",
+        ),
+    failures: int({ min: 1, max: 100 })
+        .default(3)
+        .describe(
+            "Completions missed in a row (no answer within timeoutSeconds, no connection, HTTP 5xx) before the server is " +
+                "restarted; the restart counts against serve.maxRestarts, which its next answered completion gives back.",
+        ),
+};
+
 export const serveFields = {
     port: port(8000).meta({ description: "The API's port on the head.", across: PORT_CLASH }),
     host: withDefault(ipv4(), "0.0.0.0").describe(
@@ -179,6 +204,9 @@ export const serveFields = {
                 "containers take it too while ray.maxRestarts is unset (for this release; the program warns when it is not 3).",
         ),
     memoryLimit: optional(size(64 * 1024 ** 2)).describe("The serve containers' own memory ceiling; unset: memoryGuard's."),
+    watchdog: optionalSection(section(watchdogFields)).describe(
+        "The watchdog that restarts a server that lives but stopped answering (a hung engine), within its crash budget.",
+    ),
 };
 
 export const serveSchema = section(serveFields).superRefine((serve: unknown, ctx) => {

@@ -13,6 +13,7 @@
 # a command line. Prints one JSON line: {"ready":true,"node","port","completionSeconds"}, the last the completion's
 # latency; the wait (mode=wait, after a container was made) adds the launch: "readySeconds", from the container's
 # start to that completion's answer, and "startedAt". A look (mode=look, at refresh) is no launch and says none.
+# Both add "watchdog" when the serve watchdog restarted this container: when and why.
 set -uo pipefail
 
 node='' container='' port='' keyfile='' statusfile='' timeout='' body='' interval=1 tls=no mode=wait
@@ -92,4 +93,14 @@ if [ "$mode" = wait ]; then
         [ -z "$(number "$ready")" ] || launch=",\"readySeconds\":$ready,\"startedAt\":\"$started\""
     fi
 fi
-printf '{"ready":true,"node":"%s","port":%s,"completionSeconds":%s%s}\n' "$node" "$port" "$(number "$took" || echo null)" "$launch"
+# The watchdog's last restart of this very container (container_init.sh writes "<container ID> <time> <text>" next
+# to the verdict), so that a refresh names it: printable text only, quotes and backslashes escaped, bounded.
+dog=''
+# (the directory is shared with the node's containers: read never through a link, never waiting on a FIFO)
+dogfile=${statusfile%.status}.watchdog
+if id=$(docker inspect -f '{{.Id}}' "$container" 2>/dev/null) && [ -f "$dogfile" ] && [ ! -L "$dogfile" ] &&
+    line=$(dd if="$dogfile" iflag=nofollow,nonblock bs=4096 count=1 status=none 2>/dev/null | head -n 1) &&
+    [ "${line%% *}" = "$id" ]; then
+    dog=",\"watchdog\":\"$(printf '%s' "${line#* }" | LC_ALL=C tr -cd '[:print:]' | cut -c1-300 | sed 's/[\\"]/\\&/g')\""
+fi
+printf '{"ready":true,"node":"%s","port":%s,"completionSeconds":%s%s%s}\n' "$node" "$port" "$(number "$took" || echo null)" "$launch" "$dog"

@@ -6,11 +6,11 @@
 #
 #   {"probe":"status","node","time" (the host's clock, s),"memory":{"totalKib","availableKib"},
 #    "disk":{"path","freeBytes"},"docker":{"ok","error"},"containers":[{"id","name","role","rank","state",
-#    "startedAt","finishedAt","exitCode","oomKilled","restartCount","initArgs","initStarts","initStatus"}],
+#    "startedAt","finishedAt","exitCode","oomKilled","restartCount","initArgs","initStarts","initStatus","initWatchdog"}],
 #    "metrics":{"ok","text"|"error"},"ray":{"ok","text"}}
 #
-# initStarts and initStatus are the first lines of the init's files as they are ("<container id> <starts>",
-# "<container id> <verdict>"; infra/scripts/container_init.sh writes them); the status view matches the IDs. Every string is a JSON string
+# initStarts, initStatus and initWatchdog are the first lines of the init's files as they are ("<container id> <starts>",
+# "<container id> <verdict>", "<container id> <time> <watchdog restart>"; infra/scripts/container_init.sh writes them); the status view matches the IDs. Every string is a JSON string
 # made here, whatever bytes the files hold; the view makes each printable again (a host may lie).
 #
 #   status_probe.bash node=NAME init-dir=DIR model-path=PATH stack-label=LABEL stack=STACK cluster-label=LABEL
@@ -110,8 +110,8 @@ while IFS= read -r obj; do
     case "$obj" in *'","cluster":'"$(printf '%s' "$cluster" | jstr)"',"role":'* | *'","cluster":null,"role":'*) ;; *) continue ;; esac
     [ -n "$cluster" ] && case "$obj" in *'","cluster":null,"role":'*) continue ;; esac
     name=$(printf '%s' "$obj" | sed -n 's/^{"id":"[0-9a-f]*","name":"\/\([A-Za-z0-9_.-]*\)".*/\1/p')
-    extra=',"initStarts":null,"initStatus":null'
-    [ -z "$name" ] || extra=",\"initStarts\":$(file_json "$init_dir/$name.starts"),\"initStatus\":$(file_json "$init_dir/$name.status")"
+    extra=',"initStarts":null,"initStatus":null,"initWatchdog":null'
+    [ -z "$name" ] || extra=",\"initStarts\":$(file_json "$init_dir/$name.starts"),\"initStatus\":$(file_json "$init_dir/$name.status"),\"initWatchdog\":$(file_json "$init_dir/$name.watchdog")"
     containers+="${containers:+,}${obj%\}}$extra}"
 done <<<"$objs"
 printf ',"containers":[%s]' "$containers"

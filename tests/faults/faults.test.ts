@@ -1050,6 +1050,84 @@ function filesUnder(dir: string): string[] {
     });
 }
 
+/**
+ * Stops (SIGSTOP) vLLM's engine core inside the serve container: its process lives, /health still answers 200, and no
+ * completion is ever answered. Resolves with the processes stopped (their command lines), never none.
+ */
+async function hangEngineCore(): Promise<string[]> {
+    const py = [
+        "import os, signal",
+        "hit = []",
+        "for p in os.listdir('/proc'):",
+        "    try:",
+        "        cmd = open(f'/proc/{p}/cmdline', 'rb').read().replace(b'\\0', b' ').decode(errors='replace').strip()",
+        "    except OSError:",
+        "        continue",
+        "    if p.isdigit() and 'EngineCore' in cmd:",
+        "        os.kill(int(p), signal.SIGSTOP)",
+        "        hit.append(cmd[:80])",
+        "print('\\n'.join(hit))",
+    ].join("\n");
+    const out = await hosts.must(head, ["docker", "exec", CONTAINER.serve, "python3", "-c", py]);
+    const stopped = out.trim().split("\n").filter(Boolean);
+    if (stopped.length === 0) throw new Error("no EngineCore process in the serve container to stop");
+    return stopped;
+}
+
+test("hung engine (its engine core SIGSTOPped: the process lives, /health 200, no completion): the watchdog restarts serve within its budget; serving again; the status view and refresh name it; up then changes nothing", async () => {
+    // a short watchdog for the test (the stack's default is a completion every 30 s, each within 30 s, 3 missed)
+    editConfig(p, (c) => ((c.serve as Record<string, unknown>).watchdog = { intervalSeconds: 5, timeoutSeconds: 10, failures: 2 }));
+    const set = expectOk(await up(p));
+    expect(changed(set)).toContain("replace serve-container");
+    expect(await serving()).toBe(200);
+    const id = await hosts.containerId(head, CONTAINER.serve);
+    const restarts = Number(await hosts.inspect(head, CONTAINER.serve, "{{.RestartCount}}"));
+    const stopped = await hangEngineCore();
+    const t0 = Date.now();
+    // hung, not dead: /health answers, a completion does not
+    const health = await request("GET", `${endpoint.replace(/\/v1$/, "")}/health`, { timeoutMs: 10_000 });
+    expect(health.status).toBe(200);
+    const hung = await request("POST", `${endpoint}/chat/completions`, {
+        key: apiKey,
+        body: { model, messages: [{ role: "user", content: "hi" }], max_tokens: 1 },
+        timeoutMs: 5_000,
+    }).catch((e: Error) => e.message);
+    expect(hung).toMatch(/no answer within 5000 ms/);
+    // found and restarted: the same container (Docker's policy, not a new one), serving again
+    const status = await servingWithin(300_000);
+    const seconds = (Date.now() - t0) / 1000;
+    expect(status).toBe(200);
+    expect(await hosts.containerId(head, CONTAINER.serve)).toBe(id);
+    expect(Number(await hosts.inspect(head, CONTAINER.serve, "{{.RestartCount}}"))).toBe(restarts + 1);
+    const event = await hosts.must(head, ["cat", `${initHostDir(hosts.cfg.stateDir, head)}/${CONTAINER.serve}.watchdog`]);
+    expect(event.trim()).toMatch(
+        new RegExp(
+            `^${id} \\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ no completion within 10 s, 2 times: restarted \\(last: no answer within 10 s\\)$`,
+        ),
+    );
+    // its budget back after the restart's first answered completion
+    await waitFor("the serve budget back to 0", async () => (await readInit(head, CONTAINER.serve, "starts")) === `${id} 0`, 60_000);
+    // the status view names it
+    const view = await statusView(p, STACK);
+    const named = view.stdout.split("\n").find((l) => l.startsWith(`  ${CONTAINER.serve} watchdog's last restart (`));
+    expect(named).toMatch(/: no completion within 10 s, 2 times: restarted \(last: no answer within 10 s\)$/);
+    // refresh names it: the readiness check's result says when and why
+    const look = expectOk(await refresh(p));
+    const readiness = look.events
+        .map((e) => e.resOutputsEvent?.metadata)
+        .find((m) => m && m.op === "refresh" && nameOf(m.urn) === "serve-readiness");
+    const result = JSON.parse(String(readiness?.new?.outputs?.result ?? "{}")) as { watchdog?: string };
+    expect(result.watchdog).toMatch(/no completion within 10 s, 2 times: restarted/);
+    expect(refreshDrift(look)).toContain("serve-readiness changed");
+    const after = expectOk(await up(p));
+    expect(changed(after)).toEqual([]);
+    row(
+        "hung engine core (SIGSTOP inside the serve container; watchdog 5 s / 10 s / 2)",
+        "restarted by its init within the budget, serving again; status view and refresh name it",
+        `stopped ${stopped.length} process(es); /health still 200; serving again ${seconds.toFixed(0)} s after the hang (same container, RestartCount +1); ${named?.trim().slice(0, 110)}`,
+    );
+}, 900_000);
+
 test("secrets: neither the API key nor the Ray token in the state export, stack or state files, docker inspect, ps, container logs or any engine output", async () => {
     // The Ray token is not a stack output: read it where the program put it, the mode-600 file on each host.
     const token = (await hosts.must(head, ["cat", rayTokenHostPath(hosts.cfg.stateDir, head)])).trim();

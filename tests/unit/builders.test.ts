@@ -469,6 +469,7 @@ describe("vllm serve", () => {
         extraArgs: ["--enforce-eager"],
         readyTimeoutSeconds: 1800,
         maxRestarts: 3,
+        watchdog: { enabled: true, intervalSeconds: 30, timeoutSeconds: 30, failures: 3 },
     };
 
     test("command: each flag and value its own element, ray backend", () => {
@@ -697,6 +698,29 @@ describe("vllm serve", () => {
         });
         expect(odd.status).toBe(0);
         expect(JSON.parse(odd.stdout)).toEqual({ ready: true, node: "spark-1", port: 8001, completionSeconds: 0.412 });
+
+        // the watchdog's last restart of this very container is named (a refresh shows it); another container's is
+        // not, and the text the host's file holds reaches the line as a JSON string, whatever its bytes
+        const dogFile = path.join(dir, "vllm-serve.watchdog");
+        const lookLine = (id?: string) =>
+            JSON.parse(
+                spawnSync("bash", localStepArgv(serveReadinessStep({ ...spec, look: true })).slice(1), {
+                    encoding: "utf8",
+                    env: { ...env, ...(id ? { FAKE_ID: id } : {}) },
+                }).stdout,
+            ) as Record<string, unknown>;
+        fs.writeFileSync(
+            dogFile,
+            'c0ffee 2026-12-07T12:00:05Z no completion within 30 s, 3 times: restarted (last: "x"\\ \x1b[2J)\nsecond line\n',
+        );
+        expect(lookLine().watchdog).toBe('2026-12-07T12:00:05Z no completion within 30 s, 3 times: restarted (last: "x"\\ [2J)');
+        expect(lookLine("beef").watchdog).toBeUndefined();
+        fs.rmSync(dogFile);
+        fs.symlinkSync(statusFile, dogFile);
+        fs.writeFileSync(statusFile, "c0ffee healthy\n");
+        expect(lookLine().watchdog).toBeUndefined();
+        fs.rmSync(dogFile);
+        fs.rmSync(statusFile);
 
         // a server that answers without the key is open, not ready
         const open = spawnSync("bash", localStepArgv(serveReadinessStep(spec)).slice(1), { encoding: "utf8", env: { ...env, OPEN: "1" } });

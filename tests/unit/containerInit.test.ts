@@ -221,6 +221,107 @@ describe("signals and preconditions", () => {
     }, 30_000);
 });
 
+describe("watchdog (serve.watchdog): a command that lives but stopped serving is restarted", () => {
+    /** A stand-in for serve_watchdog.py: exits with the number in the file ARG names (0 serving, 1 a miss, 3 not judged). */
+    const CHECK = Buffer.from(
+        "import sys\na = open(sys.argv[1]).read().strip()\nopen(sys.argv[1] + '.log', 'a').write(a + '\\n')\n" +
+            "print('check says', a, 'within', sys.argv[2])\nsys.exit(int(a))",
+    ).toString("base64");
+    let answer: string;
+    beforeEach(() => {
+        answer = path.join(dir, "answer");
+    });
+    /** The check's next answer, replaced whole (a check never reads a half-written file). */
+    const say = (a: string) => {
+        fs.writeFileSync(`${answer}.new`, `${a}\n`);
+        fs.renameSync(`${answer}.new`, answer);
+    };
+    const live = (misses = 2) => [
+        "stable-seconds=1",
+        `live-python=${CHECK}`,
+        `live-arg=${answer}`,
+        "live-every=1",
+        "live-timeout=7",
+        `live-misses=${misses}`,
+    ];
+    const read = (f: string) => fs.readFileSync(path.join(dir, f), "utf8").trim();
+
+    test("misses in a row kill the whole command (its children too), exit 1 (restarted by the policy), the event kept", async () => {
+        say("1");
+        const child = path.join(dir, "child.pid");
+        const p = spawn("sh", initArgs(["max-starts=3", ...live(2)], `sleep 300 & echo $! > ${child}; wait`));
+        let stderr = "";
+        p.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
+        expect(await exited(p)).toBe(1);
+        expect(stderr).toContain("watchdog: no completion (check says 1 within 7), 1 of 2");
+        expect(stderr).toContain("watchdog: no completion (check says 1 within 7), 2 of 2");
+        expect(read("c.status")).toBe("unknown watchdog: no completion within 7 s, 2 times: restarted (start 1 of at most 3)");
+        expect(read("c.watchdog")).toMatch(
+            /^unknown \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ no completion within 7 s, 2 times: restarted \(last: check says 1 within 7\)$/,
+        );
+        // the marker that made it a watchdog restart is gone; the restart spent a start of the budget
+        expect(fs.existsSync(path.join(dir, "c.hang"))).toBe(false);
+        expect(read("c.starts")).toBe("unknown 1");
+        const pid = Number(read("child.pid"));
+        await until(() => {
+            try {
+                process.kill(pid, 0);
+                return false;
+            } catch {
+                return true;
+            }
+        }, "the command's child to be gone");
+    }, 30_000);
+
+    test("answers that are not judged (busy, a 4xx) never restart it; a miss between answers starts the count again", async () => {
+        say("3");
+        const p = spawn("sh", initArgs(["max-starts=3", ...live(2)], "while :; do sleep 0.1; done"));
+        const end = exited(p);
+        let stderr = "";
+        p.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
+        await until(
+            () => stderr.includes("watchdog: a completion every 1 s, each within 7 s; 2 missed in a row restart it"),
+            "the watchdog",
+        );
+        await new Promise((r) => setTimeout(r, 2500));
+        // miss, answer, miss, answer: each answer switched once the check has read the one before
+        const seen = () => fs.readFileSync(`${answer}.log`, "utf8").trim().split("\n");
+        for (const a of ["1", "0", "1", "0"]) {
+            const n = seen().length;
+            say(a);
+            await until(() => seen().slice(n).includes(a), `the check to read ${a}`);
+        }
+        p.kill("SIGTERM");
+        expect(await end).toBe(143);
+        expect(stderr).not.toContain("2 of 2");
+        expect(fs.existsSync(path.join(dir, "c.watchdog"))).toBe(false);
+    }, 30_000);
+
+    test("with a watchdog the budget comes back at the first answered completion, not when the command became healthy", async () => {
+        say("3");
+        const p = spawn("sh", initArgs(["max-starts=3", ...live(2)], "while :; do sleep 0.1; done"));
+        const end = exited(p);
+        await until(() => read("c.status") === "unknown healthy", "healthy");
+        await new Promise((r) => setTimeout(r, 2500));
+        expect(read("c.starts")).toBe("unknown 1");
+        say("0");
+        await until(() => read("c.starts") === "unknown 0", "the budget back");
+        p.kill("SIGTERM");
+        expect(await end).toBe(143);
+    }, 30_000);
+
+    test("a watchdog without its interval, timeout or count is refused before anything runs", () => {
+        const ran = path.join(dir, "ran");
+        for (const drop of ["live-arg=", "live-every=", "live-timeout=", "live-misses="]) {
+            const args = live(2).filter((a) => !a.startsWith(drop));
+            const r = spawnSync("sh", initArgs(["max-starts=3", ...args], `touch ${ran}`), { encoding: "utf8" });
+            expect(r.status).toBe(64);
+            expect(r.stderr).toContain("live-python needs live-arg, and live-every, live-timeout, live-misses above 0");
+        }
+        expect(fs.existsSync(ran)).toBe(false);
+    });
+});
+
 describe("the state directory is shared with the node's other containers", () => {
     /** What another (compromised) container of the node may plant there: links to files outside, and a FIFO. */
     function plant(name: string): string {

@@ -220,6 +220,23 @@ describe("status view", () => {
         expect(short).toEqual([...all.slice(0, 4), `… ${all.length - 4} more lines (a taller terminal shows them)`]);
     });
 
+    test("the watchdog's last restart of a container: shown under the table when the line is that very container's", () => {
+        const head = JSON.parse(answer("probe-head-0.json").stdout);
+        const serve = head.containers.find((c: { name: string }) => c.name.endsWith("vllm-serve"));
+        const ray = head.containers.find((c: { name: string }) => c.name.endsWith("vllm-ray-head"));
+        const what = "no completion within 30 s, 3 times: restarted (last: no answer within 30 s)";
+        serve.initWatchdog = `${serve.id} 2026-12-07T12:00:05Z ${what}`;
+        // a line of another container (one this replaced) is not this one's
+        ray.initWatchdog = `${cid("f")} 2026-12-07T11:00:00Z ${what}`;
+        const { snapshot } = snapshotOf(outputs(), [{ ok: true, seconds: 0.4, stdout: JSON.stringify(head) }, answer("probe-worker.json")]);
+        expect(lines(snapshot)).toContain(`  vllm-serve watchdog's last restart (2026-12-07T12:00:05Z): ${what}`);
+        expect(lines(snapshot).filter((l) => l.includes("watchdog"))).toHaveLength(1);
+        expect(snapshot.hosts[0].containers.map((c: { watchdog: string | null }) => c.watchdog)).toEqual([
+            null,
+            `2026-12-07T12:00:05Z ${what}`,
+        ]);
+    });
+
     test("the last start, from the stack's launch output: shown when recorded; only numbers and docker's timestamp are taken", () => {
         const started = "2026-12-07T07:28:31.871716179Z";
         const launch = { readySeconds: 36.2, firstCompletionSeconds: 0.41, waitedSeconds: 38.04, startedAt: started };
