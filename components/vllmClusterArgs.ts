@@ -317,7 +317,11 @@ export interface ServeOptions {
      * number is bytes); 0 is none, else at least 64m.
      */
     memoryLimit?: string;
-    /** The watchdog that restarts a server that lives but stopped answering (a hung engine), within its crash budget. */
+    /**
+     * The watchdog that restarts a server that lives but stopped answering (a hung engine), within its crash budget.
+     * Backend ray only: with backend native a rank 0 restarted alone does not bring its headless ranks back, so
+     * there a hung server needs `pulumi up --replace` of rank 0, which restarts every rank.
+     */
     watchdog?: WatchdogOptions;
 }
 

@@ -161,6 +161,8 @@ export function nativeRankContainerArgs(p: NativeRankContainerInput): docker.Con
         volumes: [modelVolume(p.model)],
         mounts: rank0 ? serveFileMounts(p.stateDir, p.node.name, p.serve.tls !== undefined) : undefined,
         // a headless rank serves no /health: it is up once it outlived the server's load time
-        init: rank0 ? { healthyUrl: healthyUrl(p), ...watchdog(p) } : { stableSeconds: p.serve.readyTimeoutSeconds },
+        // no watchdog: a rank 0 restarted alone does not bring its headless ranks back (they keep failing on the lost
+        // store, vLLM issue 32136), so restarting it would only trade a hang for a crash loop
+        init: rank0 ? { healthyUrl: healthyUrl(p) } : { stableSeconds: p.serve.readyTimeoutSeconds },
     });
 }

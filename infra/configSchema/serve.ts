@@ -148,7 +148,8 @@ const PORT_CLASH =
  * `serve.watchdog`: the serve container's init sends one real chat completion with the key every intervalSeconds once
  * the server is healthy, and restarts the server within its crash budget when it stopped answering: a hung engine
  * keeps /health at 200, only a completion proves service. Part of the serve container's start: a change restarts the
- * server (the preview shows it).
+ * server (the preview shows it). Backend ray only: with backend native a rank 0 restarted alone does not bring the
+ * headless ranks back.
  */
 const watchdogFields = {
     enabled: bool(true).describe("Whether the watchdog runs; without it a hung server is noticed only by the next `pulumi refresh`."),
@@ -205,7 +206,9 @@ export const serveFields = {
         ),
     memoryLimit: optional(size(64 * 1024 ** 2)).describe("The serve containers' own memory ceiling; unset: memoryGuard's."),
     watchdog: optionalSection(section(watchdogFields)).describe(
-        "The watchdog that restarts a server that lives but stopped answering (a hung engine), within its crash budget.",
+        "The watchdog that restarts a server that lives but stopped answering (a hung engine), within its crash budget. " +
+            "Backend ray only: with backend native a rank 0 restarted alone does not bring its headless ranks back, so there " +
+            "a hung server needs `pulumi up --replace` of rank 0, which restarts every rank.",
     ),
 };
 

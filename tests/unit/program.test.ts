@@ -490,6 +490,14 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
         });
         expect(Buffer.from(serveInit["wait-python"], "base64").toString()).toBe(scriptFile("ray_cluster_probe.py").text);
         expect(serveInit["healthy-url"]).toBe("https://127.0.0.1:8001/health");
+        // the watchdog (serve.watchdog defaults): a completion over loopback with the key file mounted in the container
+        expect(Buffer.from(serveInit["live-python"], "base64").toString()).toBe(scriptFile("serve_watchdog.py").text);
+        expect(JSON.parse(serveInit["live-arg"])).toEqual({
+            url: "https://127.0.0.1:8001",
+            keyFile: "/run/vllm-cluster/api-key",
+            model: "qwen3.5-122b-a10b-fp8",
+        });
+        expect([serveInit["live-every"], serveInit["live-timeout"], serveInit["live-misses"]]).toEqual(["30", "30", "3"]);
         // a worker waits for the head's GCS
         expect(initOf(get(run(), "ray-worker-spark-2-container")).args["wait-tcp"]).toBe("192.168.200.12:6379");
     });
@@ -1018,6 +1026,8 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
         // (this stack serves HTTPS: serve.tls)
         expect(initOf(r0).args["healthy-url"]).toBe(`https://127.0.0.1:${cfg.serve.port}/health`);
         expect(initOf(r1).args["stable-seconds"]).toBe(String(cfg.serve.readyTimeoutSeconds));
+        // no watchdog with backend native: a rank 0 restarted alone would not bring the headless rank back
+        expect(Object.keys(initOf(r0).args).filter((k) => k.startsWith("live-"))).toEqual([]);
         expect(envOf(r0).VLLM_HOST_IP).toBe("10.232.0.11");
         expect(envOf(r1).VLLM_HOST_IP).toBe("10.232.0.12");
         expect(envOf(r1).NCCL_SOCKET_IFNAME).toBe("fabric0");
