@@ -4,7 +4,7 @@ import * as random from "@pulumi/random";
 import type { ModelConfig, ServeConfig } from "../infra/config";
 import { ContainerInput, containerOptions } from "../infra/builders/containers";
 import { SecretFile, apiKeyFile, apiKeyHash, secretFileCommands, secretHash, tlsCertFile, tlsKeyFile } from "../infra/builders/key";
-import { LaunchTimings, launchTimings, serveReadinessCommand, serveReadinessSpec } from "../infra/builders/readiness";
+import { LaunchTimings, launchTimings, serveReadinessCommand, serveReadinessSpec, watchdogEvent } from "../infra/builders/readiness";
 import type { ClusterReadySpec } from "../infra/builders/ray";
 import { serveArgsCheckCommand } from "../infra/builders/serveArgsCheck";
 import { nativeRankContainerArgs, serveContainerArgs } from "../infra/builders/serveContainers";
@@ -95,6 +95,8 @@ export class ServeEndpoint extends pulumi.ComponentResource {
     public readonly endpoint: pulumi.Output<string>;
     /** What the server's last start took: from its container's start to the first completion, as the last wait saw it. */
     public readonly launch: pulumi.Output<LaunchTimings>;
+    /** The serve watchdog's last restart of the running server as the last readiness wait or refresh saw it; "none". */
+    public readonly watchdog: pulumi.Output<string>;
 
     constructor(name: string, args: ServeEndpointArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-cluster:index:ServeEndpoint", name, {}, opts);
@@ -156,7 +158,9 @@ export class ServeEndpoint extends pulumi.ComponentResource {
         this.endpoint = this.readiness.result.apply(() => url);
         this.launch = pulumi.all([this.readiness.waitResult, this.readiness.waitedSeconds]).apply(([r, s]) => launchTimings(r, s));
 
-        this.registerOutputs({ endpoint: this.endpoint, launch: this.launch });
+        this.watchdog = this.readiness.result.apply(watchdogEvent);
+
+        this.registerOutputs({ endpoint: this.endpoint, launch: this.launch, watchdog: this.watchdog });
     }
 }
 

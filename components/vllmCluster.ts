@@ -72,6 +72,11 @@ export class VllmCluster extends pulumi.ComponentResource {
      * waited. Empty until an `up` of this release has waited for the server.
      */
     public readonly launch: pulumi.Output<LaunchTimings>;
+    /**
+     * The serve watchdog's last restart of the running server ("<UTC time> <what it found>"), as the last readiness
+     * wait or `pulumi refresh` found it on the head; "none" without one. `pulumi up --refresh` shows it change.
+     */
+    public readonly watchdog: pulumi.Output<string>;
 
     constructor(name: string, args: VllmClusterArgs, opts?: pulumi.ComponentResourceOptions) {
         // Before anything is registered: a bad argument fails naming its key, and no child (nor this) exists.
@@ -91,6 +96,7 @@ export class VllmCluster extends pulumi.ComponentResource {
         this.modelCommit = out.modelCommit ?? pulumi.output("none (model.hub is not set)");
         this.status = pulumi.output(out.status);
         this.launch = out.launch;
+        this.watchdog = out.watchdog;
 
         this.registerOutputs({
             endpoint: this.endpoint,
@@ -102,6 +108,7 @@ export class VllmCluster extends pulumi.ComponentResource {
             modelCommit: this.modelCommit,
             status: this.status,
             launch: this.launch,
+            watchdog: this.watchdog,
         });
     }
 }

@@ -367,8 +367,8 @@ export interface WatchdogOptions {
     timeoutSeconds?: number;
     /**
      * Completions missed in a row (no answer within timeoutSeconds, no connection, HTTP 5xx) before the server is
-     * restarted; the restart counts against serve.maxRestarts, which its next answered completion gives back. Rule:
-     * 1..100. Default: 3.
+     * restarted in place (a start of the crash budget); after serve.maxRestarts such restarts with no answered
+     * completion in between, the container stays stopped. Rule: 1..100. Default: 3.
      */
     failures?: number;
 }

@@ -32,3 +32,4 @@ export const clusterFingerprint = cluster.clusterFingerprint;
 export const modelCommit = cluster.modelCommit;
 export const status = cluster.status;
 export const launch = cluster.launch;
+export const watchdog = cluster.watchdog;

@@ -41,6 +41,8 @@ export interface ClusterOutputs {
     status: StatusSpec;
     /** What the server's last start took (its readiness wait's figures). */
     launch: pulumi.Output<LaunchTimings>;
+    /** The serve watchdog's last restart of the running server; "none". */
+    watchdog: pulumi.Output<string>;
 }
 
 /** What both backends' graphs take: the config, the hosts, the API key and how to build a container's input. */
@@ -59,7 +61,7 @@ interface GraphContext {
     prefix: string;
 }
 
-type BackendOutputs = Pick<ClusterOutputs, "endpoint" | "apiKey" | "rayDashboard" | "clusterFingerprint" | "launch">;
+type BackendOutputs = Pick<ClusterOutputs, "endpoint" | "apiKey" | "rayDashboard" | "clusterFingerprint" | "launch" | "watchdog">;
 
 /**
  * Builds the whole resource graph from a validated config (`secrets`: which free-form values came from secret config,
@@ -137,6 +139,7 @@ function buildNative({ cfg, endpoint }: GraphContext): BackendOutputs {
         endpoint: serve.endpoint,
         apiKey: serve.apiKey,
         launch: serve.launch,
+        watchdog: serve.watchdog,
         rayDashboard: "none (backend native runs no Ray)",
         clusterFingerprint: pulumi.all(serve.containers.map((c) => c.id)).apply(joinFingerprint),
     };
@@ -171,6 +174,7 @@ function buildRay(ctx: GraphContext): BackendOutputs {
         endpoint: serve.endpoint,
         apiKey: serve.apiKey,
         launch: serve.launch,
+        watchdog: serve.watchdog,
         rayDashboard: dashboardTunnelHint(head.ssh, cfg.ray.dashboardPort),
         clusterFingerprint: ready.fingerprint,
     };

@@ -99,11 +99,6 @@ export interface InitSpec {
     waitTcp?: pulumi.Input<string>;
     /** Wait until this script of infra/scripts/ (Python) exits 0 with the argument (serve: the Ray cluster probe). */
     waitPython?: { script: string; arg: pulumi.Input<string> };
-    /**
-     * The watchdog (serve.watchdog): once healthy, this script of infra/scripts/ (Python) runs every `everySeconds`
-     * with the argument and `timeoutSeconds`; `misses` misses in a row restart the command within its budget.
-     */
-    live?: { script: string; arg: string; everySeconds: number; timeoutSeconds: number; misses: number };
 }
 
 /**
@@ -133,15 +128,6 @@ export function initEntrypoint(
         ...(spec.waitTcp !== undefined ? [prefixed("wait-tcp=", spec.waitTcp)] : []),
         ...(spec.waitPython !== undefined
             ? [`wait-python=${base64(scriptFile(spec.waitPython.script).text)}`, prefixed("wait-arg=", spec.waitPython.arg)]
-            : []),
-        ...(spec.live !== undefined
-            ? [
-                  `live-python=${base64(scriptFile(spec.live.script).text)}`,
-                  `live-arg=${spec.live.arg}`,
-                  `live-every=${spec.live.everySeconds}`,
-                  `live-timeout=${spec.live.timeoutSeconds}`,
-                  `live-misses=${spec.live.misses}`,
-              ]
             : []),
     ];
     return [...shippedScriptArgv("container_init.sh"), ...args, "--", ...then];

@@ -103,6 +103,25 @@ export function cleanLaunch(l: unknown): LaunchTimings {
     return out;
 }
 
+/**
+ * The serve watchdog's last restart of the running server, as the readiness check's last line (a wait, or a refresh's
+ * look) reported it: "<UTC time> <what it found>", printable text of at most 300 characters; "none" without one.
+ */
+export function watchdogEvent(result: string | undefined): string {
+    try {
+        const parsed: unknown = JSON.parse(result ?? "");
+        const w = parsed !== null && typeof parsed === "object" ? (parsed as Record<string, unknown>).watchdog : undefined;
+        if (typeof w === "string") {
+            // eslint-disable-next-line no-control-regex
+            const clean = w.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069]/g, "").slice(0, 300);
+            if (clean !== "") return clean;
+        }
+    } catch {
+        // not a line the script wrote: no event from it
+    }
+    return "none";
+}
+
 /** The launch timings from the readiness wait's last line (serve_readiness.bash) and the wait's duration. */
 export function launchTimings(waitResult: string | undefined, waitedSeconds: number | undefined): LaunchTimings {
     let line: Record<string, unknown> = {};

@@ -2,7 +2,8 @@
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
 import { LABEL, containerNames, containerPorts, portsLabel } from "../contract";
-import type { InitSpec } from "./containerInit";
+import { INIT_CONTAINER_DIR } from "./containerInit";
+import { base64, scriptFile, shippedScriptArgv } from "./remoteStep";
 import { ContainerInput, containerArgs, mapInput, modelVolume, serveFileMounts } from "./containers";
 import { containerLabels } from "./labels";
 import { API_KEY_CONTAINER_PATH, nodeEnv } from "./node";
@@ -25,24 +26,32 @@ function healthyUrl(p: ContainerInput): string {
 }
 
 /**
- * The watchdog of the server on its own host (serve.watchdog; infra/scripts/serve_watchdog.py run by the container's
- * init): a real completion with the key from the container's read-only key file, over loopback.
+ * The serve container's entrypoint: with serve.watchdog, infra/scripts/serve_watchdog.sh in front of the server's own
+ * (it watches with infra/scripts/serve_watchdog.py, one real completion with the key from the container's read-only
+ * key file, over loopback, and restarts a server that stopped answering), then SERVE_ENTRYPOINT.
  */
-function watchdog(p: ContainerInput): Pick<InitSpec, "live"> {
+function watchedServeEntrypoint(p: ContainerInput): string[] {
     const w = p.serve.watchdog;
     if (!w.enabled) {
-        return {};
+        return SERVE_ENTRYPOINT;
     }
     const url = `${p.serve.tls ? "https" : "http"}://127.0.0.1:${p.serve.port}`;
-    return {
-        live: {
-            script: "serve_watchdog.py",
-            arg: JSON.stringify({ url, keyFile: API_KEY_CONTAINER_PATH, model: p.model.servedName }),
-            everySeconds: w.intervalSeconds,
-            timeoutSeconds: w.timeoutSeconds,
-            misses: w.failures,
-        },
-    };
+    const name = containerNames(p.cluster).serve;
+    return [
+        ...shippedScriptArgv("serve_watchdog.sh", [
+            `name=${name}`,
+            `node=${p.node.name}`,
+            `state-dir=${INIT_CONTAINER_DIR}`,
+            `probe=${base64(scriptFile("serve_watchdog.py").text)}`,
+            `probe-arg=${JSON.stringify({ url, keyFile: API_KEY_CONTAINER_PATH, model: p.model.servedName })}`,
+            `every=${w.intervalSeconds}`,
+            `timeout=${w.timeoutSeconds}`,
+            `misses=${w.failures}`,
+            `max-restarts=${p.serve.maxRestarts}`,
+            "--",
+        ]),
+        ...SERVE_ENTRYPOINT,
+    ];
 }
 
 /** The TLS files' hash as a label, when there are TLS files. */
@@ -72,7 +81,7 @@ export interface ServeContainerInput extends ContainerInput {
 export function serveContainerArgs(p: ServeContainerInput): docker.ContainerArgs {
     return containerArgs(p, {
         containerName: containerNames(p.cluster).serve,
-        entrypoints: SERVE_ENTRYPOINT,
+        entrypoints: watchedServeEntrypoint(p),
         command: serveCommand(p.serve, p.model),
         envs: mapInput(p.rayAddress, (addr) => serveEnv(p.node, addr)),
         labels: containerLabels(
@@ -95,7 +104,6 @@ export function serveContainerArgs(p: ServeContainerInput): docker.ContainerArgs
         mounts: serveFileMounts(p.stateDir, p.node.name, p.serve.tls !== undefined),
         init: {
             healthyUrl: healthyUrl(p),
-            ...watchdog(p),
             // the gate's own probe, looking once: a Ray cluster that lacks a host would fail serve at start
             waitPython: {
                 script: "ray_cluster_probe.py",

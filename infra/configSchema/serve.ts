@@ -145,8 +145,8 @@ const PORT_CLASH =
     "ray.minWorkerPort..maxWorkerPort (backend ray)";
 
 /**
- * `serve.watchdog`: the serve container's init sends one real chat completion with the key every intervalSeconds once
- * the server is healthy, and restarts the server within its crash budget when it stopped answering: a hung engine
+ * `serve.watchdog`: a script in front of the server (infra/scripts/serve_watchdog.sh) sends one real chat completion
+ * with the key every intervalSeconds once the server is healthy, and restarts the server when it stopped answering: a hung engine
  * keeps /health at 200, only a completion proves service. Part of the serve container's start: a change restarts the
  * server (the preview shows it). Backend ray only: with backend native a rank 0 restarted alone does not bring the
  * headless ranks back.
@@ -165,7 +165,8 @@ const watchdogFields = {
         .default(3)
         .describe(
             "Completions missed in a row (no answer within timeoutSeconds, no connection, HTTP 5xx) before the server is " +
-                "restarted; the restart counts against serve.maxRestarts, which its next answered completion gives back.",
+                "restarted in place (a start of the crash budget); after serve.maxRestarts such restarts with no answered " +
+                "completion in between, the container stays stopped.",
         ),
 };
 

@@ -5,7 +5,6 @@
 #   container_init.sh name=CONTAINER node=NODE state-dir=DIR max-starts=N
 #                     [healthy-url=URL | stable-seconds=S] [min-available-kib=K] [check-seconds=S]
 #                     [floor-grace-seconds=G] [ceiling=TEXT] [wait-tcp=HOST:PORT] [wait-python=BASE64 [wait-arg=ARG]]
-#                     [live-python=BASE64 live-arg=ARG live-every=S live-timeout=T live-misses=N]
 #                     -- COMMAND...
 #
 # - Crash budget that survives reboots: every start of COMMAND is counted in DIR/NAME.starts (a host directory,
@@ -24,13 +23,6 @@
 #   so the on-failure policy starts it again when the engine comes back. Before COMMAND starts, the container
 #   waits, unbounded and without spending its budget, for what it needs: a TCP port (WAIT_TCP) or a Python check
 #   (WAIT_PYTHON, base64, run with WAIT_ARG until it exits 0).
-# - Watchdog (serve.watchdog): a COMMAND that lives but stopped serving (a hung engine keeps /health at 200) is
-#   restarted. Once it is healthy, a check (LIVE_PYTHON, base64: infra/scripts/serve_watchdog.py, one real completion)
-#   runs at once and then every S seconds with LIVE_ARG and T; exit 0 is serving, 1 a miss, anything else not judged (busy, a 4xx).
-#   After N misses in a row the whole process group is killed and the container exits 1, so the on-failure policy
-#   starts it again and the start counts against the crash budget; the event stays in DIR/NAME.watchdog ("<container
-#   ID> <UTC time> no completion within T s, N times: restarted"). With a watchdog, the budget is full again only
-#   after its first completion answered, not at /health: a server that hangs at every start stops within the budget.
 #
 # Each verdict is one line "<container ID> <text>" in DIR/NAME.status, which serve readiness reads to name it.
 #
@@ -41,7 +33,6 @@
 set -u
 
 name='' node='' dir='' max='' url='' stable=60 floor=0 every=1 grace=30 ceiling='' wait_tcp='' wait_py='' wait_arg=''
-live_py='' live_arg='' live_every=0 live_timeout=0 live_misses=0
 while [ $# -gt 0 ]; do
     case "$1" in
         name=*) name=${1#*=} ;;
@@ -57,21 +48,14 @@ while [ $# -gt 0 ]; do
         wait-tcp=*) wait_tcp=${1#*=} ;;
         wait-python=*) wait_py=${1#*=} ;;
         wait-arg=*) wait_arg=${1#*=} ;;
-        live-python=*) live_py=${1#*=} ;;
-        live-arg=*) live_arg=${1#*=} ;;
-        live-every=*) live_every=${1#*=} ;;
-        live-timeout=*) live_timeout=${1#*=} ;;
-        live-misses=*) live_misses=${1#*=} ;;
         --) shift; break ;;
         *) echo "container-init: unknown argument: $1" >&2; exit 64 ;;
     esac
     shift
 done
-case "$max$floor$every$stable$grace$live_every$live_timeout$live_misses" in *[!0-9]*) echo "container-init: max-starts, min-available-kib, check-seconds, stable-seconds, floor-grace-seconds and live-every, live-timeout, live-misses are whole numbers" >&2; exit 64 ;; esac
+case "$max$floor$every$stable$grace" in *[!0-9]*) echo "container-init: max-starts, min-available-kib, check-seconds, stable-seconds and floor-grace-seconds are whole numbers" >&2; exit 64 ;; esac
 [ -n "$name" ] && [ -n "$node" ] && [ -n "$dir" ] && [ -n "$max" ] && [ "$every" -gt 0 ] && [ $# -gt 0 ] ||
     { echo "container-init: usage: name=NAME node=NODE state-dir=DIR max-starts=N [...] -- COMMAND..." >&2; exit 64; }
-[ -z "$live_py" ] || { [ -n "$live_arg" ] && [ "$live_every" -gt 0 ] && [ "$live_timeout" -gt 0 ] && [ "$live_misses" -gt 0 ]; } ||
-    { echo "container-init: live-python needs live-arg, and live-every, live-timeout, live-misses above 0" >&2; exit 64; }
 
 # This container's ID, from the engine's own files mounted into it (hostname, hosts, resolv.conf).
 cid=$(sed -n 's|.*/containers/\([0-9a-f]\{64\}\)/.*|\1|p' /proc/self/mountinfo 2>/dev/null | head -n 1)
@@ -113,7 +97,7 @@ oom_kills() { # the container cgroup's OOM kills so far (cgroup v2 memory.events
 }
 
 [ -d "$dir" ] && [ -w "$dir" ] || stay_down "its state directory $dir is missing or not writable: refusing to start without a crash budget"
-rm -f "$dir/$name.guard" "$dir/$name.hang"
+rm -f "$dir/$name.guard"
 
 stopping=0
 trap 'stopping=1' TERM INT
@@ -190,8 +174,7 @@ watch() {
                 healthy=1
             fi
             if [ "$healthy" = 1 ]; then
-                # with a watchdog, its first answered completion gives the budget back (live below)
-                [ -n "$live_py" ] || put "$dir/$name.starts" "$cid 0"
+                put "$dir/$name.starts" "$cid 0"
                 verdict "healthy"
             fi
         fi
@@ -199,51 +182,6 @@ watch() {
 }
 watch &
 watcher=$!
-
-# The watchdog (live-python): once healthy, a completion every live-every seconds; live-misses in a row: restart.
-# It runs beside the watcher, so that a completion waiting live-timeout seconds never delays the memory floor's check.
-live() {
-    trap - TERM INT
-    code=$(printf %s "$live_py" | base64 -d) || exit 0
-    until [ "$(get "$dir/$name.status")" = "$cid healthy" ]; do sleep 1; done
-    say "watchdog: a completion every $live_every s, each within $live_timeout s; $live_misses missed in a row restart it"
-    misses=0 proven=0
-    # the first at once: its answer gives the budget back
-    while :; do
-        why=$(python3 -c "$code" "$live_arg" "$live_timeout" 2>&1)
-        rc=$?
-        why=$(printf '%s\n' "$why" | tail -n 1 | cut -c1-200)
-        case "$rc" in
-            0)
-                misses=0
-                if [ "$proven" = 0 ]; then
-                    proven=1
-                    put "$dir/$name.starts" "$cid 0"
-                fi
-                ;;
-            1)
-                misses=$((misses + 1))
-                say "watchdog: no completion ($why), $misses of $live_misses"
-                if [ "$misses" -ge "$live_misses" ]; then
-                    text="no completion within $live_timeout s, $live_misses times: restarted"
-                    put "$dir/$name.watchdog" "$cid $(date -u +%Y-%m-%dT%H:%M:%SZ) $text (last: $why)" ||
-                        say "cannot write $dir/$name.watchdog"
-                    put "$dir/$name.hang" "watchdog: $text" || true
-                    say "watchdog: $text"
-                    kill -KILL "-$child" 2>/dev/null || kill -KILL "$child" 2>/dev/null
-                    exit 0
-                fi
-                ;;
-            *) misses=0 ;; # not judged: busy generating for others, or an answer that is no completion (a 4xx)
-        esac
-        sleep "$live_every"
-    done
-}
-living=''
-if [ -n "$live_py" ]; then
-    live &
-    living=$!
-fi
 
 forwarded=0
 while :; do
@@ -256,8 +194,8 @@ while :; do
     kill -0 "$child" 2>/dev/null || break
 done
 # KILL: a just-forked watcher may still carry the TERM trap of this shell and would outlive a TERM
-kill -KILL "$watcher" $living 2>/dev/null
-wait "$watcher" $living 2>/dev/null
+kill -KILL "$watcher" 2>/dev/null
+wait "$watcher" 2>/dev/null
 
 guard=$(get "$dir/$name.guard") || guard=''
 [ -z "$guard" ] || stay_down "$guard"
@@ -265,13 +203,6 @@ if [ "$stopping" = 1 ]; then
     say "stopped by a signal (exit $rc); exits 143 so the engine starts it again when it comes back"
     verdict "stopped by a signal"
     exit 143
-fi
-hang=$(get "$dir/$name.hang") || hang=''
-if [ -n "$hang" ]; then
-    rm -f "$dir/$name.hang"
-    say "$hang (start $n of at most $max)"
-    verdict "$hang (start $n of at most $max)"
-    exit 1
 fi
 if [ "$(oom_kills)" != "$oom0" ]; then
     say "OOM-killed under its memory ceiling of ${ceiling:-(none set)} (exit $rc)"

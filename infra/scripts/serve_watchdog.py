@@ -5,8 +5,8 @@ answers 200: only a completion proves service.
     python3 -c "$(base64 -d <<< BASE64)" ARG TIMEOUT
 
 ARG is JSON {"url": "http(s)://127.0.0.1:PORT", "keyFile": PATH, "model": NAME}; TIMEOUT the seconds the completion
-may take. The init of the serve container (container_init.sh, live-python=) runs it every serve.watchdog.intervalSeconds
-once the server is healthy. Exit status, with one line on stdout that says why:
+may take. serve_watchdog.sh, in front of the server in the serve container, runs it every
+serve.watchdog.intervalSeconds once the server is healthy. Exit status, with one line on stdout that says why:
   0  a completion answered 200 with choices: serving;
   1  no answer: none within TIMEOUT, a refused or dropped connection, or HTTP 5xx (a miss: enough in a row restart it);
   3  not judged: the server answered but not with a completion (HTTP 4xx: a key rotated while the server still holds

@@ -2,9 +2,9 @@
  * Upgrading a stack in place across the move into one VllmCluster component: the `local` stack deployed on the
  * simulated hosts by the release before the component (its program from git, PREVIOUS_RELEASE), then the checkout's
  * program on the same state. Every resource moved under the component, and its aliases must keep each one: the up
- * creates only the component itself (which holds nothing on a host), replaces and updates nothing, every container
- * on the hosts is the one the earlier release started, and the next preview is empty. Run by
- * tests/integration/run.sh (others).
+ * creates only the component itself (which holds nothing on a host) and replaces only the serve container, whose
+ * start now carries the serve watchdog (serve.watchdog); the Ray containers on the hosts are the ones the earlier
+ * release started, and the next preview is empty. Run by tests/integration/run.sh (others).
  */
 import { LABEL } from "../../infra/contract";
 import { Project, changed, destroy, expectOk, openProjectAt, preview, removeProject, up, upgradeProgram } from "./engine";
@@ -88,13 +88,17 @@ test("the release before VllmCluster deploys the local stack, its components at 
     ]);
 }, 1_200_000);
 
-test("the checkout's program on that state: up creates only the VllmCluster and replaces nothing (the serve readiness check, whose script now records the launch, looks again at the running server); every container is kept; the next preview is empty", async () => {
+test("the checkout's program on that state: up creates only the VllmCluster and replaces only serve (its start now carries the watchdog; the readiness check waits for the new server); the Ray containers are kept; the next preview is empty", async () => {
     expect(before).not.toEqual([]);
     upgradeProgram(p);
     const r = expectOk(await up(p));
     timings["upgrade: up with the component"] = r.seconds;
-    expect(changed(r)).toEqual(["create vllm", "update serve-readiness"]);
-    expect(await containers()).toEqual(before);
+    expect(changed(r)).toEqual(["create vllm", "replace serve-container", "update serve-readiness"]);
+    const ray = (cs: string[]) => cs.filter((c) => !c.includes(" vllm-serve "));
+    const after = await containers();
+    expect(ray(after)).toEqual(ray(before));
+    expect(after.map((c) => c.split(" ").slice(0, 2).join(" "))).toEqual(before.map((c) => c.split(" ").slice(0, 2).join(" ")));
+    expect(after.find((c) => c.includes(" vllm-serve "))).not.toBe(before.find((c) => c.includes(" vllm-serve ")));
     // the same resources, plus the component, and none left under its old URN
     const state = await stateEntries();
     expect(state.filter((s) => s.startsWith("vllm-cluster:index:VllmCluster "))).toEqual(["vllm-cluster:index:VllmCluster vllm"]);

@@ -5,7 +5,7 @@ import { parseFacts } from "../../components/sparkNode";
 import { ClusterConfig, validateConfig } from "../../infra/config";
 import { apiKeyHash, secretHash } from "../../infra/builders/key";
 import { shellQuote } from "../../infra/builders/quote";
-import { scriptFile } from "../../infra/builders/remoteStep";
+import { scriptFile, shippedScriptArgv } from "../../infra/builders/remoteStep";
 import { derivedCeilingMb } from "../../infra/builders/containerInit";
 
 /** How a remote step's recorded command carries one argument: a line of its own. */
@@ -402,7 +402,9 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
         expect(cmd).toContain("--enable-auto-tool-choice");
         expect(cmd).toContain("--trust-remote-code");
         expect(cmd).not.toContain("--api-key");
-        expect(initOf(serve).then).toEqual(SERVE_ENTRYPOINT);
+        // the server's own entrypoint, behind the watchdog's (serve.watchdog: see "container init" below)
+        const then = initOf(serve).then;
+        expect(then.slice(then.indexOf("--") + 1)).toEqual(SERVE_ENTRYPOINT);
         expect(JSON.stringify(serve.inputs)).not.toContain(MOCK_API_KEY);
         expect(envOf(serve)).toEqual({
             VLLM_HOST_IP: "192.168.200.12",
@@ -490,14 +492,21 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
         });
         expect(Buffer.from(serveInit["wait-python"], "base64").toString()).toBe(scriptFile("ray_cluster_probe.py").text);
         expect(serveInit["healthy-url"]).toBe("https://127.0.0.1:8001/health");
-        // the watchdog (serve.watchdog defaults): a completion over loopback with the key file mounted in the container
-        expect(Buffer.from(serveInit["live-python"], "base64").toString()).toBe(scriptFile("serve_watchdog.py").text);
-        expect(JSON.parse(serveInit["live-arg"])).toEqual({
+        // the watchdog (serve.watchdog defaults) in front of the server's own entrypoint: a completion over loopback
+        // with the key file mounted in the container, its restarts bounded by serve.maxRestarts
+        const then = initOf(get(run(), "serve-container")).then;
+        expect(then.slice(0, 5)).toEqual(shippedScriptArgv("serve_watchdog.sh").slice(0, 5));
+        const dog = Object.fromEntries(
+            then.slice(5, then.indexOf("--")).map((a) => [a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)]),
+        );
+        expect(Buffer.from(dog.probe, "base64").toString()).toBe(scriptFile("serve_watchdog.py").text);
+        expect(JSON.parse(dog["probe-arg"])).toEqual({
             url: "https://127.0.0.1:8001",
             keyFile: "/run/vllm-cluster/api-key",
             model: "qwen3.5-122b-a10b-fp8",
         });
-        expect([serveInit["live-every"], serveInit["live-timeout"], serveInit["live-misses"]]).toEqual(["30", "30", "3"]);
+        expect(dog).toMatchObject({ name: "vllm-serve", node: "spark-1", every: "30", timeout: "30", misses: "3", "max-restarts": "3" });
+        expect(then.slice(then.indexOf("--") + 1)).toEqual(SERVE_ENTRYPOINT);
         // a worker waits for the head's GCS
         expect(initOf(get(run(), "ray-worker-spark-2-container")).args["wait-tcp"]).toBe("192.168.200.12:6379");
     });
@@ -1020,14 +1029,13 @@ describe("local-native stack (backend native): vLLM's own multi-node, no Ray", (
         expect(flags(r1)).toEqual(["2", "1", "10.232.0.11", "29500", "mp"]);
         expect(r0.inputs.command).not.toContain("--headless");
         expect(r1.inputs.command).toContain("--headless");
+        // no watchdog with backend native (a rank 0 restarted alone would not bring the headless rank back)
         expect(initOf(r0).then).toEqual(SERVE_ENTRYPOINT);
         expect(initOf(r1).then).toEqual(["/usr/bin/env"]);
         // rank 0 is healthy once its /health answers; a headless rank, which has none, once it outlived the load time
         // (this stack serves HTTPS: serve.tls)
         expect(initOf(r0).args["healthy-url"]).toBe(`https://127.0.0.1:${cfg.serve.port}/health`);
         expect(initOf(r1).args["stable-seconds"]).toBe(String(cfg.serve.readyTimeoutSeconds));
-        // no watchdog with backend native: a rank 0 restarted alone would not bring the headless rank back
-        expect(Object.keys(initOf(r0).args).filter((k) => k.startsWith("live-"))).toEqual([]);
         expect(envOf(r0).VLLM_HOST_IP).toBe("10.232.0.11");
         expect(envOf(r1).VLLM_HOST_IP).toBe("10.232.0.12");
         expect(envOf(r1).NCCL_SOCKET_IFNAME).toBe("fabric0");

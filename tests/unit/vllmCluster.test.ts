@@ -319,6 +319,7 @@ describe("the arguments as a component package gets them (Pulumi's schema infere
                 "clusterFingerprint",
                 "endpoint",
                 "launch",
+                "watchdog",
                 "modelCommit",
                 "nodes",
                 "rayDashboard",
