@@ -2,7 +2,7 @@ import * as command from "@pulumi/command";
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
 import type { NodeConfig } from "../infra/config";
-import { PreflightPeer, preflightCommand } from "../infra/builders/preflight";
+import { PortOwner, PreflightPeer, preflightCommand } from "../infra/builders/preflight";
 import { SshTarget, dockerHostUrl, sshOptions } from "../infra/builders/ssh";
 import type { ChainMember } from "../infra/providers/chain";
 
@@ -21,6 +21,8 @@ export interface SparkNodeArgs {
     peers: readonly PreflightPeer[];
     /** The model directory: preflight checks that a reboot does not empty it (not on tmpfs). */
     modelDir?: string;
+    /** The stack and cluster these ports are for: preflight refuses one that another stack's or cluster's container claims. */
+    owner?: PortOwner;
 }
 
 /** Facts the preflight reports about a host. */
@@ -65,7 +67,7 @@ export class SparkNode extends pulumi.ComponentResource {
 
         this.preflight = new command.local.Command(
             `${name}-preflight`,
-            { create: preflightCommand(args.ssh, args.node, args.stateDir, args.ports, args.peers, args.modelDir) },
+            { create: preflightCommand(args.ssh, args.node, args.stateDir, args.ports, args.peers, args.modelDir, args.owner) },
             { parent: this },
         );
 

@@ -84,7 +84,7 @@ export function buildCluster(
     cfg = { ...cfg, stateDir: clusterStateDir(cfg.stateDir, cluster) };
     const prefix = clusterPrefix(cluster);
     const at = placement(parent);
-    const hosts = sparkNodes(cfg, prefix, at);
+    const hosts = sparkNodes(cfg, prefix, at, { stack, cluster });
     const host = (name: string): SparkNode => hosts.get(name)!;
     const head = host(cfg.head.name);
 

@@ -6,6 +6,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { ImageDistribution } from "../components/imageDistribution";
 import { ModelDistribution } from "../components/modelDistribution";
 import { SparkNode } from "../components/sparkNode";
+import type { PortOwner } from "./builders/preflight";
 import { hubEndpoint } from "./builders/hub";
 import { clusterContainersRemoveStep } from "./builders/node";
 import { chainPeers, peerHost } from "./builders/peers";
@@ -39,7 +40,7 @@ export function placement(parent: pulumi.ComponentResource | undefined): Placeme
 }
 
 /** One SparkNode per configured node, by name: its SSH target, state directory and the ports preflight checks. */
-export function sparkNodes(cfg: ClusterConfig, prefix: string, at: Placement): Map<string, SparkNode> {
+export function sparkNodes(cfg: ClusterConfig, prefix: string, at: Placement, owner?: PortOwner): Map<string, SparkNode> {
     const hosts = new Map<string, SparkNode>();
     for (const node of cfg.nodes) {
         const ssh = sshTargetOf(node, cfg.ssh);
@@ -57,6 +58,7 @@ export function sparkNodes(cfg: ClusterConfig, prefix: string, at: Placement): M
                     peerHost: peerHost(cfg, node),
                     peers,
                     modelDir: cfg.model.hostPath,
+                    owner,
                 },
                 at,
             ),

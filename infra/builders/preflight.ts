@@ -4,9 +4,20 @@
  * stopped proxy, a wrong GPU count). It also creates the node's private state directories.
  */
 import type { NodeConfig } from "../config";
-import { LABEL } from "../contract";
+import { DEFAULT_CLUSTER, LABEL } from "../contract";
 import { RemoteStep, remoteStepCommand } from "./remoteStep";
 import type { SshTarget } from "./ssh";
+
+/** Whose ports these are: the stack and the cluster whose containers may hold them (another's may not). */
+export interface PortOwner {
+    stack: string;
+    cluster: string;
+}
+
+/** The cluster label's value on a cluster's containers: none (empty) for DEFAULT_CLUSTER, as containerLabels sets it. */
+function clusterLabelValue(cluster: string): string {
+    return cluster === DEFAULT_CLUSTER ? "" : cluster;
+}
 
 /** A host that a chain copy may forward to from the host under check, at the address and port it will dial. */
 export interface PreflightPeer {
@@ -28,6 +39,7 @@ export function preflightStep(
     ports: readonly number[],
     peers: readonly PreflightPeer[] = [],
     modelDir?: string,
+    owner?: PortOwner,
 ): RemoteStep {
     const args = [
         `node=${n.name}`,
@@ -38,6 +50,8 @@ export function preflightStep(
         `gpu-runtime=${n.gpuRuntime}`,
         `gpus=${n.gpus}`,
         ...(ports.length > 0 ? [`ports=${ports.join(",")}`, `managed-label=${LABEL.managed}`] : []),
+        // another stack's or cluster's containers on the host must not claim one of those ports
+        ...(ports.length > 0 && owner !== undefined ? [`stack=${owner.stack}`, `cluster=${clusterLabelValue(owner.cluster)}`] : []),
         ...peers.map((p) => `ssh-peer=${p.node}@${p.host}:${p.port}:${p.network}`),
         // checked not to be on a file system that a reboot empties, where it exists
         ...(modelDir !== undefined ? [`model-dir=${modelDir}`] : []),
@@ -52,6 +66,7 @@ export function preflightCommand(
     ports: readonly number[],
     peers: readonly PreflightPeer[] = [],
     modelDir?: string,
+    owner?: PortOwner,
 ): string {
-    return remoteStepCommand(t, preflightStep(n, stateDir, ports, peers, modelDir));
+    return remoteStepCommand(t, preflightStep(n, stateDir, ports, peers, modelDir, owner));
 }

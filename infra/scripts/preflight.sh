@@ -3,8 +3,14 @@
 # (docker unreachable, the fabric IP on another interface, a port held by a stopped proxy, a wrong GPU count).
 #
 #   preflight.sh node=NAME login=USER@HOST state-dir=DIR fabric-interface=IF fabric-ip=IP
-#                gpu-runtime=nvidia|none gpus=N [ports=P,P,...] [managed-label=LABEL]
+#                gpu-runtime=nvidia|none gpus=N [ports=P,P,... managed-label=LABEL [stack=STACK cluster=[NAME]]]
 #                [ssh-peer=NODE@ADDRESS:PORT:NETWORK ...] [model-dir=DIR]
+#
+# With stack=, a port that a container of another stack or another cluster on this host claims (its ports label,
+# running or not: its restart policy may start it again) is refused, naming that container, its stack and cluster:
+# two clusters on one host need distinct ports. The label keys are the managed label's with its last part replaced
+# (vllm-cluster.managed: vllm-cluster.stack, vllm-cluster.cluster, vllm-cluster.ports); cluster= is empty for the
+# stack program's cluster, whose containers carry no cluster label.
 #
 # Each ssh-peer is a host this one may forward a chain copy (image, model) to, at the address it will dial
 # (NETWORK: fabric or management, for the error): it must answer there as an sshd (its banner) within 5 s.
@@ -15,6 +21,7 @@
 set -u
 
 node='' login='' state_dir='' fabric_if='' fabric_ip='' gpu_runtime='' gpus='' ports='' managed_label='' peers='' model_dir=''
+stack='' stack_given='' cluster=''
 for a in "$@"; do
     case "$a" in
         node=*) node=${a#*=} ;;
@@ -28,6 +35,8 @@ for a in "$@"; do
         managed-label=*) managed_label=${a#*=} ;;
         ssh-peer=*) peers="$peers ${a#*=}" ;;
         model-dir=*) model_dir=${a#*=} ;;
+        stack=*) stack=${a#*=} stack_given=1 ;;
+        cluster=*) cluster=${a#*=} ;;
         *) echo "preflight: unknown argument: $a" >&2; exit 2 ;;
     esac
 done
@@ -70,6 +79,31 @@ command -v ip >/dev/null 2>&1 || fail "ip (iproute2) not found"
 addrs=$(ip -o -4 addr show dev "$fabric_if" 2>&1) || fail "fabric interface $fabric_if not found"
 printf '%s\n' "$addrs" | grep -qF "inet $fabric_ip/" ||
     fail "fabric IP $fabric_ip is not on interface $fabric_if (has: $(printf '%s\n' "$addrs" | awk '{print $4}' | tr '\n' ' '))"
+
+# No container of another stack or cluster may claim a port this node's containers will listen on.
+if [ -n "$ports" ] && [ -n "$stack_given" ] && [ -n "$managed_label" ]; then
+    prefix=${managed_label%.*}.
+    fmt="{{.Names}}|{{.Label \"${prefix}stack\"}}|{{.Label \"${prefix}cluster\"}}|{{.Label \"${prefix}ports\"}}"
+    claims=$(docker ps --all --filter "label=$managed_label=true" --format "$fmt" 2>&1) || fail "docker ps failed: $claims"
+    msg=""
+    while IFS='|' read -r cname cstack ccluster cports; do
+        [ -n "$cname" ] || continue
+        [ "$cstack" = "$stack" ] && [ "$ccluster" = "$cluster" ] && continue
+        # the label is JSON (name to port): its numbers, whatever else a host wrote there
+        claimed=" $(printf '%s' "$cports" | tr -c '0-9' ' ') "
+        for p in $ports; do
+            case "$claimed" in
+                *" $p "*)
+                    who=$(printf '%s' "container $cname of stack $cstack${ccluster:+, cluster $ccluster}" | LC_ALL=C tr -cd '[:print:]' | awk '{ print substr($0, 1, 200) }')
+                    msg="$msg; port $p is claimed on this host by $who: two clusters on one host need distinct ports (serve.port, ray.*, native.masterPort)"
+                    ;;
+            esac
+        done
+    done <<CLAIMS
+$claims
+CLAIMS
+    [ -z "$msg" ] || fail "${msg#; }"
+fi
 
 # No other process may hold a port this node's containers will listen on (TCP, any address). Our own listeners
 # are accepted: while a project container runs on the host, a held port is taken to be ours, so preflight re-runs

@@ -120,6 +120,33 @@ test("with both deployed, neither stack's preview has a change (the other's cont
     expect(changed(expectOk(await preview(second, { expectNoChanges: true, refresh: true })))).toEqual([]);
 }, 900_000);
 
+test("a third stack on the same hosts whose serve port is the first's: its up fails at preflight naming the first's container, and no container of it exists", async () => {
+    const third = await openProject("third", "vcl-it-two-c-", path.join(__dirname, "..", "..", "stacks", "Pulumi.local-native.yaml"));
+    try {
+        editConfig(third, (c) => {
+            const model = hosts.cfg.model;
+            c.clusterName = "third";
+            c.model = { hostPath: model.hostPath, containerPath: model.containerPath, servedName: `${model.servedName}-third` };
+            (c.serve as Record<string, unknown>).port = hosts.cfg.serve.port;
+            c.native = { masterPort: 29700 };
+        });
+        const before = await containers();
+        const r = await up(third);
+        expect(r.ok).toBe(false);
+        const said = r.events
+            .filter((e) => e.diagnosticEvent?.severity === "error")
+            .map((e) => e.diagnosticEvent!.message)
+            .join("\n");
+        expect(said).toContain(
+            `port ${hosts.cfg.serve.port} is claimed on this host by container ${CONTAINER.serve} of stack local: two clusters on one host need distinct ports`,
+        );
+        expect(await containers()).toEqual(before);
+    } finally {
+        await destroy(third);
+        removeProject(third);
+    }
+}, 900_000);
+
 test("destroying the second leaves the first serving, every container of it the same one", async () => {
     const before = (await containers()).filter((c) => c.split(" ")[3] === "local");
     const d = expectOk(await destroy(second));

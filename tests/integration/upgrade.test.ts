@@ -88,12 +88,19 @@ test("the release before VllmCluster deploys the local stack, its components at 
     ]);
 }, 1_200_000);
 
-test("the checkout's program on that state: up creates only the VllmCluster and replaces only serve (its start now carries the watchdog; the readiness check waits for the new server); the Ray containers are kept; the next preview is empty", async () => {
+test("the checkout's program on that state: up creates only the VllmCluster and replaces only serve (its start now carries the watchdog; the readiness check waits for the new server; the preflights run again); the Ray containers are kept; the next preview is empty", async () => {
     expect(before).not.toEqual([]);
     upgradeProgram(p);
     const r = expectOk(await up(p));
     timings["upgrade: up with the component"] = r.seconds;
-    expect(changed(r)).toEqual(["create vllm", "replace serve-container", "update serve-readiness"]);
+    // the preflights run again too: they now refuse a port that another stack's or cluster's container claims
+    expect(changed(r)).toEqual([
+        "create vllm",
+        "replace serve-container",
+        "update serve-readiness",
+        "update spark-1-preflight",
+        "update spark-2-preflight",
+    ]);
     const ray = (cs: string[]) => cs.filter((c) => !c.includes(" vllm-serve "));
     const after = await containers();
     expect(ray(after)).toEqual(ray(before));

@@ -5,7 +5,7 @@ import * as net from "net";
 import * as os from "os";
 import * as path from "path";
 import type { NodeConfig } from "../../infra/config";
-import { preflightCommand, preflightStep } from "../../infra/builders/preflight";
+import { PortOwner, preflightCommand, preflightStep } from "../../infra/builders/preflight";
 import { localStepArgv, scriptFile } from "../../infra/builders/remoteStep";
 import { sim, spark1, target } from "./nodes";
 
@@ -17,8 +17,9 @@ function runPreflight(
     opts: SpawnSyncOptionsWithStringEncoding,
     shell = "sh",
     modelDir?: string,
+    owner?: PortOwner,
 ) {
-    const [, ...args] = localStepArgv(preflightStep(n, stateDir, ports, [], modelDir));
+    const [, ...args] = localStepArgv(preflightStep(n, stateDir, ports, [], modelDir, owner));
     return spawnSync(shell, args, opts);
 }
 
@@ -170,6 +171,8 @@ describe("preflight", () => {
         }
         const listeners = path.join(dir, "listeners");
         const running = path.join(dir, "running");
+        const claims = path.join(dir, "claims");
+        fs.writeFileSync(claims, "");
         // `ss -Hltn` prints the listeners file; `docker ps` the running-containers file, only for the project's label
         write("ss", `[ "$*" = "-Hltn" ] || exit 2\ncat ${listeners}`);
         write(
@@ -177,7 +180,11 @@ describe("preflight", () => {
             [
                 `case "$1" in`,
                 `version) echo 28.0.1 ;;`,
-                `ps) [ "$*" = "ps --quiet --filter label=vllm-cluster.managed=true" ] || exit 2; cat ${running} ;;`,
+                `ps) case "$*" in`,
+                `    "ps --quiet --filter label=vllm-cluster.managed=true") cat ${running} ;;`,
+                `    "ps --all --filter label=vllm-cluster.managed=true --format {{.Names}}|{{.Label \\"vllm-cluster.stack\\"}}|{{.Label \\"vllm-cluster.cluster\\"}}|{{.Label \\"vllm-cluster.ports\\"}}") cat ${claims} ;;`,
+                `    *) exit 2 ;;`,
+                `    esac ;;`,
                 `*) exit 2 ;;`,
                 `esac`,
             ].join("\n"),
@@ -231,6 +238,38 @@ describe("preflight", () => {
         // a node whose containers listen on nothing is not checked
         fs.writeFileSync(running, "");
         expect(run([]).status).toBe(0);
+
+        // another stack's or cluster's containers on the host: a port one of them claims (by its ports label, running
+        // or not) is refused, naming the container, its stack and cluster; this cluster's own are not
+        fs.writeFileSync(listeners, "");
+        const owned = (owner: PortOwner) =>
+            runPreflight(head, path.join(dir, "state"), ports, { encoding: "utf8", env }, "/bin/sh", undefined, owner);
+        fs.writeFileSync(
+            claims,
+            [
+                'vllm-serve|local||{"api":8000}',
+                'vllm-ray-head|local||{"gcs":6379,"dashboard":8265,"client":10001}',
+                'second-serve|local|second|{"api":8100}',
+            ].join("\n") + "\n",
+        );
+        expect(owned({ stack: "local", cluster: "vllm" })).toMatchObject({ stderr: "", status: 0 });
+        const otherStack = owned({ stack: "staging", cluster: "vllm" });
+        expect(otherStack.status).toBe(1);
+        expect(otherStack.stderr).toContain(
+            "port 8000 is claimed on this host by container vllm-serve of stack local: two clusters on one host need distinct " +
+                "ports (serve.port, ray.*, native.masterPort)",
+        );
+        for (const p of [6379, 8265, 10001])
+            expect(otherStack.stderr).toContain(`port ${p} is claimed on this host by container vllm-ray-head`);
+        // the second cluster of the same stack claims 8100, which the first does not use: the first passes
+        expect(owned({ stack: "local", cluster: "vllm" }).stderr).toBe("");
+        const clash = owned({ stack: "local", cluster: "third" });
+        expect(clash.stderr).toContain("port 8000 is claimed on this host by container vllm-serve of stack local:");
+        fs.writeFileSync(claims, 'x\x1b[2J|evil\x07|c|{"api":8000}\n');
+        const hostile = owned({ stack: "local", cluster: "vllm" });
+        expect(hostile.stderr).toContain("port 8000 is claimed on this host by container x[2J of stack evil, cluster c:");
+        expect(hostile.stderr).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f]/);
+        fs.writeFileSync(claims, "");
 
         // no ss on the host: one warning line, and the check is skipped
         fs.rmSync(path.join(bin, "ss"));
