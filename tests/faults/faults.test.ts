@@ -526,7 +526,7 @@ test("key rotation: up --replace of the key restarts the server with the new key
 /** A container's init file on its host: its verdict or its crash budget ("<container ID> <text|count>"). */ async function readInit(
     node: string,
     container: string,
-    ext: "status" | "starts",
+    ext: "status" | "starts" | "watchdog",
 ): Promise<string> {
     const r = await hosts.on(node, ["cat", `${initHostDir(hosts.cfg.stateDir, node)}/${container}.${ext}`]);
     return r.code === 0 ? r.stdout.trim() : "";
@@ -1099,7 +1099,7 @@ test("hung engine (its engine core SIGSTOPped: the process lives, /health 200, n
     expect(status).toBe(200);
     expect(await hosts.containerId(head, CONTAINER.serve)).toBe(id);
     expect(Number(await hosts.inspect(head, CONTAINER.serve, "{{.RestartCount}}"))).toBe(restarts + 1);
-    const event = await hosts.must(head, ["cat", `${initHostDir(hosts.cfg.stateDir, head)}/${CONTAINER.serve}.watchdog`]);
+    const event = await readInit(head, CONTAINER.serve, "watchdog");
     expect(event.trim()).toMatch(
         new RegExp(
             `^${id} \\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ no completion within 10 s, 2 times: restarted \\(last: no answer within 10 s\\)$`,

@@ -4,11 +4,12 @@
  * a stop signal passed on (exit 143, so the engine restarts it after a reboot), preconditions waited for without
  * spending the budget. The OOM kill under a ceiling needs a container's cgroup: the fault suite checks it for real.
  */
-import { ChildProcess, spawn, spawnSync } from "child_process";
+import { spawn, spawnSync } from "child_process";
 import * as fs from "fs";
 import * as net from "net";
 import * as os from "os";
 import * as path from "path";
+import { exited, until } from "./waits";
 
 const SCRIPT = path.join(__dirname, "..", "..", "infra", "scripts", "container_init.sh");
 
@@ -32,27 +33,6 @@ function memAvailableKib(): number {
     const m = /^MemAvailable:\s+(\d+)/m.exec(fs.readFileSync("/proc/meminfo", "utf8"));
     if (!m) throw new Error("no MemAvailable in /proc/meminfo");
     return Number(m[1]);
-}
-
-/** Resolves with the exit status once the process ends. */
-function exited(p: ChildProcess): Promise<number | null> {
-    return new Promise((resolve) => p.on("exit", (code) => resolve(code)));
-}
-
-/** Polls `f` every 50 ms until it holds, bounded. */
-async function until(f: () => boolean, what: string, ms = 20_000): Promise<void> {
-    const end = Date.now() + ms;
-    const holds = () => {
-        try {
-            return f();
-        } catch {
-            return false;
-        }
-    };
-    while (!holds()) {
-        if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-        await new Promise((r) => setTimeout(r, 50));
-    }
 }
 
 describe("crash budget", () => {

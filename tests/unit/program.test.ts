@@ -73,8 +73,12 @@ function initOf(r: Rec): { args: Record<string, string>; then: string[] } {
     expect(e.slice(0, 2)).toEqual(["/bin/sh", "-c"]);
     expect(e[3]).toBe("container_init");
     const end = e.indexOf("--");
-    const args = Object.fromEntries(e.slice(5, end).map((a) => [a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)]));
-    return { args, then: e.slice(end + 1) };
+    return { args: keyValues(e.slice(5, end)), then: e.slice(end + 1) };
+}
+
+/** KEY=VALUE arguments as an object. */
+function keyValues(list: string[]): Record<string, string> {
+    return Object.fromEntries(list.map((a) => [a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)]));
 }
 
 function labelsOf(r: Rec): Record<string, string> {
@@ -496,9 +500,7 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
         // with the key file mounted in the container, its restarts bounded by serve.maxRestarts
         const then = initOf(get(run(), "serve-container")).then;
         expect(then.slice(0, 5)).toEqual(shippedScriptArgv("serve_watchdog.sh").slice(0, 5));
-        const dog = Object.fromEntries(
-            then.slice(5, then.indexOf("--")).map((a) => [a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)]),
-        );
+        const dog = keyValues(then.slice(5, then.indexOf("--")));
         expect(Buffer.from(dog.probe, "base64").toString()).toBe(scriptFile("serve_watchdog.py").text);
         expect(JSON.parse(dog["probe-arg"])).toEqual({
             url: "https://127.0.0.1:8001",

@@ -9,6 +9,7 @@ import * as http from "http";
 import * as net from "net";
 import * as os from "os";
 import * as path from "path";
+import { exited, until } from "./waits";
 
 const SCRIPT = path.join(__dirname, "..", "..", "infra", "scripts", "serve_watchdog.py");
 const KEY = "sk-watchdog-test-key";
@@ -213,22 +214,8 @@ describe("serve_watchdog.sh under the container's init", () => {
         const p = spawn("sh", argv(command, maxRestarts));
         let stderr = "";
         p.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
-        const end = new Promise<number | null>((r) => p.on("exit", (code) => r(code)));
+        const end = exited(p);
         return { p, end, stderr: () => stderr };
-    }
-    async function until(f: () => boolean, what: string, ms = 20_000): Promise<void> {
-        const t = Date.now() + ms;
-        const holds = () => {
-            try {
-                return f();
-            } catch {
-                return false;
-            }
-        };
-        while (!holds()) {
-            if (Date.now() > t) throw new Error(`timed out waiting for ${what}`);
-            await new Promise((r) => setTimeout(r, 50));
-        }
     }
 
     test("misses in a row kill the server's whole group; the init ends it as a failure (the policy restarts it) and the event is kept", async () => {
