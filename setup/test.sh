@@ -19,7 +19,7 @@ set -uo pipefail
 # Each stage's budget in seconds, on a 2-core machine with warm caches (the toolchain's: a cold build). The summary
 # prints it beside the stage's time and marks a stage over it OVER BUDGET, without failing the run.
 declare -A BUDGET=(
-  [install]=300 [static]=300 [unit]=240 [toolchain]=1500 [self-test]=420 [integration-ray]=900 [faults]=1100
+  [install]=300 [static]=300 [unit]=420 [engine]=1200 [toolchain]=1500 [self-test]=420 [integration-ray]=900 [faults]=1100
   [integration-others]=900 [e2e]=240 [policy]=180 [gitops]=180
   [security]=30 [timings]=30 [teardown]=120 [clean-tree]=30
 )
@@ -109,11 +109,17 @@ install_npm() {
   fi
 }
 
+# Debian's shellcheck package when the command is missing and this is root (dpkg's lock waited for, not fought over)
+ensure_shellcheck() {
+  if ! command -v shellcheck >/dev/null && [[ $(id -u) == 0 ]]; then
+    local apt=(apt-get -o DPkg::Lock::Timeout=300)
+    ("${apt[@]}" install -y -qq shellcheck >/dev/null 2>&1 || { "${apt[@]}" update -qq >/dev/null 2>&1 && "${apt[@]}" install -y -qq shellcheck >/dev/null 2>&1; }) || true
+  fi
+}
+
 static_checks() {
   npm run --silent build && npm run --silent lint && bash tests/gitops/lint-workflows.sh || return 1
-  if ! command -v shellcheck >/dev/null && [[ $(id -u) == 0 ]]; then
-    (apt-get install -y -qq shellcheck >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq shellcheck >/dev/null 2>&1; }) || true
-  fi
+  ensure_shellcheck
   command -v shellcheck >/dev/null || { echo "shellcheck: not installed and could not be installed"; return 1; }
   # every shell script, the host scripts of infra/scripts (.sh and .bash) included
   mapfile -t scripts < <(git ls-files '*.sh' '*.bash' setup tests bench | grep -E '\.(sh|bash)$|/testbed$' | sort -u)
@@ -130,8 +136,59 @@ script_stage() { # id script suffix args...
 }
 
 unit_tests() {
-  # two workers on the two cores: nothing else runs during this stage
-  npx jest --ci --selectProjects unit policy -w 2 --json --outputFile="$VCL_RESULTS_DIR/unit.json"
+  # --fast: two workers on the two cores, nothing else runs; the full run: one, beside the host stages (the lane below)
+  npx jest --ci --selectProjects unit policy -w "${VCL_UNIT_WORKERS:-2}" --json --outputFile="$VCL_RESULTS_DIR/unit.json"
+}
+
+# The lane: the stages that need no simulated host (static checks, unit and policy tests) run in the background,
+# beside the host stages, whose time is mostly waiting (vLLM's start, image copies, the engine), not CPU. Each stage
+# of the lane writes its output to a log of its own and its line to the lane's stages file; lane_join waits for it,
+# prints the logs whole, and counts its stages like the others. Not with --fast (nothing to wait beside).
+lane_dir="" lane_pid=""
+# Docker 28 (the image chain's faults on the containerd store need it in the integration stage): a warm cache is
+# found at once; a cold one builds about 12 minutes at nice 10 here instead of inside that stage. Its last step links
+# Debian's runc, which the terminal stage's package install brings: waited for, bounded.
+engine_ready() {
+  local waited=0
+  until command -v runc >/dev/null; do
+    ((waited < 1800)) || { echo "engine: runc still not installed after ${waited}s (the testbed installs it with docker.io)"; return 1; }
+    sleep 5; waited=$((waited + 5))
+  done
+  bash setup/engine.sh
+}
+lane_start() {
+  lane_dir="$VCL_RESULTS_DIR/lane"
+  mkdir -p "$lane_dir"
+  ensure_shellcheck # before the terminal stage's apt-get runs: never two package installs at once
+  (
+    stages_tsv="$lane_dir/stages.tsv"
+    : >"$stages_tsv"
+    stage static "static checks (tsc --strict, eslint, prettier, actionlint, shellcheck)" static_checks >"$lane_dir/static.log" 2>&1
+    VCL_UNIT_WORKERS=1 stage unit "unit and policy tests (jest, Pulumi mocks)" unit_tests >"$lane_dir/unit.log" 2>&1
+    stage engine "Docker 28 for the simulated hosts (setup/engine.sh: built once into the cache, niced)" engine_ready >"$lane_dir/engine.log" 2>&1
+  ) </dev/null &
+  lane_pid=$!
+  echo
+  echo "=== beside the host stages, in the background: static checks, unit and policy tests, Docker 28 (their output follows when they end)"
+}
+lane_join() {
+  [[ -n $lane_pid ]] || return 0
+  local start=$SECONDS id name took budget result
+  wait "$lane_pid"
+  lane_pid=""
+  echo
+  echo "=== the background stages ended (waited $((SECONDS - start))s for them here); their output:"
+  for id in static unit engine; do [[ ! -f $lane_dir/$id.log ]] || cat "$lane_dir/$id.log"; done
+  while IFS=$'\t' read -r id name took budget result; do
+    local over=""
+    ((took <= budget)) || over="  OVER BUDGET"
+    if [[ $result == pass ]]; then
+      passed=$((passed + 1)); summary+=("PASS    $name (${took}s of ${budget}s, beside the host stages)$over")
+    else
+      failed=$((failed + 1)); summary+=("FAIL    $name (${took}s of ${budget}s, beside the host stages)$over")
+    fi
+    printf '%s\t%s\t%s\t%s\t%s\n' "$id" "$name" "$took" "$budget" "$result" >>"$stages_tsv"
+  done <"$lane_dir/stages.tsv"
 }
 
 toolchain() {
@@ -164,9 +221,6 @@ write_suite() {
     VCL_SUITE_IMAGE=$image_cache node tests/lib/suite.js record "$stages_tsv" "$VCL_RESULTS_DIR/suite.json" ||
     echo "npm test: could not write $VCL_RESULTS_DIR/suite.json" >&2
 }
-stage install "install npm packages" install_npm || { write_suite; exit 1; }
-stage static "static checks (tsc --strict, eslint, prettier, actionlint, shellcheck)" static_checks
-stage unit "unit and policy tests (jest, Pulumi mocks)" unit_tests
 if ((fast == 0)); then
   if [[ $(id -u) != 0 ]]; then
     echo "npm test: the full suite needs root (network namespaces, one Docker engine per simulated host);" >&2
@@ -174,6 +228,13 @@ if ((fast == 0)); then
     exit 1
   fi
   demo_guard || exit 1
+fi
+stage install "install npm packages" install_npm || { write_suite; exit 1; }
+if ((fast == 1)); then
+  stage static "static checks (tsc --strict, eslint, prettier, actionlint, shellcheck)" static_checks
+  stage unit "unit and policy tests (jest, Pulumi mocks)" unit_tests
+else
+  lane_start
   mkdir -p "${VCL_TESTBED_DIR:-/var/lib/vllm-cluster-testbed}"
   echo "$$" >"${VCL_TESTBED_DIR:-/var/lib/vllm-cluster-testbed}/tests-running"
   trap 'rm -f "${VCL_TESTBED_DIR:-/var/lib/vllm-cluster-testbed}/tests-running"' EXIT
@@ -195,6 +256,9 @@ if ((fast == 0)); then
   export VCL_HANDOFF="$VCL_RESULTS_DIR/local-stack.handoff"
   script_stage integration-ray tests/integration/run.sh ": backend ray (its serving cluster goes on to the fault suite)" ray
   script_stage faults tests/faults/run.sh
+  # the lane ends here: this stage runs Docker 28 on some hosts, and the e2e stage's detector counts every ssh
+  # connection to a host while it runs
+  lane_join
   script_stage integration-others tests/integration/run.sh ": backend native, a third host, the chain agent" others
   script_stage e2e tests/e2e/run.sh
   script_stage policy tests/e2e/policy.sh
