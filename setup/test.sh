@@ -19,7 +19,8 @@ set -uo pipefail
 # Each stage's budget in seconds, on a 2-core machine with warm caches (the toolchain's: a cold build). The summary
 # prints it beside the stage's time and marks a stage over it OVER BUDGET, without failing the run.
 declare -A BUDGET=(
-  [install]=300 [static]=300 [unit]=420 [engine]=1200 [toolchain]=1500 [self-test]=420 [integration-ray]=900 [faults]=1100
+  [install]=300 [static]=300 [unit]=420 [engine]=1200 [toolchain]=1500 [self-test]=420 [hosts-34]=180
+  [integration-ray]=900 [integration-side]=900 [faults]=1100
   [integration-others]=900 [e2e]=240 [policy]=180 [gitops]=180
   [security]=30 [timings]=30 [teardown]=120 [clean-tree]=30
 )
@@ -140,11 +141,57 @@ unit_tests() {
   npx jest --ci --selectProjects unit policy -w "${VCL_UNIT_WORKERS:-2}" --json --outputFile="$VCL_RESULTS_DIR/unit.json"
 }
 
-# The lane: the stages that need no simulated host (static checks, unit and policy tests) run in the background,
-# beside the host stages, whose time is mostly waiting (vLLM's start, image copies, the engine), not CPU. Each stage
-# of the lane writes its output to a log of its own and its line to the lane's stages file; lane_join waits for it,
-# prints the logs whole, and counts its stages like the others. Not with --fast (nothing to wait beside).
-lane_dir="" lane_pid=""
+# Lanes: stages that run in the background, beside the stages that follow them, because those mostly wait (vLLM's
+# start, image copies, the engine) rather than compute. A lane's stages write their output to logs of their own and
+# their lines to the lane's stages file; lane_join waits for the lane, prints each stage's output whole, and counts its
+# stages like the others (the summary says "beside"). Not with --fast (nothing to run beside).
+#   hostless: static checks, unit and policy tests, Docker 28's build (need no simulated host)
+#   side:     the integration files that deploy a cluster of their own (backend native, the Hub download), on hosts
+#             3 and 4 while the backend-ray file runs on 1 and 2 (tests/integration/run.sh side)
+declare -A lane_pids=() lane_dirs=()
+lane_start() { # name label function
+  local dir="$VCL_RESULTS_DIR/lane-$1"
+  mkdir -p "$dir"
+  (
+    stages_tsv="$dir/stages.tsv"
+    lane_dir=$dir
+    : >"$stages_tsv"
+    "$3"
+  ) </dev/null &
+  lane_pids[$1]=$!
+  lane_dirs[$1]=$dir
+  echo
+  echo "=== beside the stages below, in the background: $2 (their output follows when they end)"
+}
+lane_stage() { # id name command...: one stage inside a lane, its output to the lane's log for it
+  stage "$@" >"$lane_dir/$1.log" 2>&1
+}
+lane_script_stage() { # id script suffix args...: script_stage inside a lane
+  local id=$1 t=$2 suffix=${3:-} name
+  shift 3 || shift $#
+  name=$(sed -n 's/^# stage: //p' "$t" 2>/dev/null | head -n 1 | grep .) || name="$t (missing or without a '# stage:' line)"
+  lane_stage "$id" "$name$suffix" bash "$t" "$@"
+}
+lane_join() { # name
+  [[ -n ${lane_pids[$1]:-} ]] || return 0
+  local start=$SECONDS dir=${lane_dirs[$1]} id name took budget result over
+  wait "${lane_pids[$1]}"
+  unset "lane_pids[$1]"
+  echo
+  echo "=== the background lane $1 ended (waited $((SECONDS - start))s for it here); its output:"
+  while IFS=$'\t' read -r id name took budget result; do
+    [[ ! -f $dir/$id.log ]] || cat "$dir/$id.log"
+    over=""
+    ((took <= budget)) || over="  OVER BUDGET"
+    if [[ $result == pass ]]; then
+      passed=$((passed + 1)); summary+=("PASS    $name (${took}s of ${budget}s, beside)$over")
+    else
+      failed=$((failed + 1)); summary+=("FAIL    $name (${took}s of ${budget}s, beside)$over")
+    fi
+    printf '%s\t%s\t%s\t%s\t%s\n' "$id" "$name" "$took" "$budget" "$result" >>"$stages_tsv"
+  done <"$dir/stages.tsv"
+}
+
 # Docker 28 (the image chain's faults on the containerd store need it in the integration stage): a warm cache is
 # found at once; a cold one builds about 12 minutes at nice 10 here instead of inside that stage. Its last step links
 # Debian's runc, which the terminal stage's package install brings: waited for, bounded.
@@ -156,39 +203,17 @@ engine_ready() {
   done
   bash setup/engine.sh
 }
-lane_start() {
-  lane_dir="$VCL_RESULTS_DIR/lane"
-  mkdir -p "$lane_dir"
-  ensure_shellcheck # before the terminal stage's apt-get runs: never two package installs at once
-  (
-    stages_tsv="$lane_dir/stages.tsv"
-    : >"$stages_tsv"
-    stage static "static checks (tsc --strict, eslint, prettier, actionlint, shellcheck)" static_checks >"$lane_dir/static.log" 2>&1
-    VCL_UNIT_WORKERS=1 stage unit "unit and policy tests (jest, Pulumi mocks)" unit_tests >"$lane_dir/unit.log" 2>&1
-    stage engine "Docker 28 for the simulated hosts (setup/engine.sh: built once into the cache, niced)" engine_ready >"$lane_dir/engine.log" 2>&1
-  ) </dev/null &
-  lane_pid=$!
-  echo
-  echo "=== beside the host stages, in the background: static checks, unit and policy tests, Docker 28 (their output follows when they end)"
+
+hostless_lane() {
+  lane_stage static "static checks (tsc --strict, eslint, prettier, actionlint, shellcheck)" static_checks
+  # one jest worker: the other core is the host stages'
+  VCL_UNIT_WORKERS=1 lane_stage unit "unit and policy tests (jest, Pulumi mocks)" unit_tests
+  lane_stage engine "Docker 28 for the simulated hosts (setup/engine.sh: built once into the cache, niced)" engine_ready
 }
-lane_join() {
-  [[ -n $lane_pid ]] || return 0
-  local start=$SECONDS id name took budget result
-  wait "$lane_pid"
-  lane_pid=""
-  echo
-  echo "=== the background stages ended (waited $((SECONDS - start))s for them here); their output:"
-  for id in static unit engine; do [[ ! -f $lane_dir/$id.log ]] || cat "$lane_dir/$id.log"; done
-  while IFS=$'\t' read -r id name took budget result; do
-    local over=""
-    ((took <= budget)) || over="  OVER BUDGET"
-    if [[ $result == pass ]]; then
-      passed=$((passed + 1)); summary+=("PASS    $name (${took}s of ${budget}s, beside the host stages)$over")
-    else
-      failed=$((failed + 1)); summary+=("FAIL    $name (${took}s of ${budget}s, beside the host stages)$over")
-    fi
-    printf '%s\t%s\t%s\t%s\t%s\n' "$id" "$name" "$took" "$budget" "$result" >>"$stages_tsv"
-  done <"$lane_dir/stages.tsv"
+
+side_lane() {
+  VCL_TESTBED_HOSTS_READY=1 lane_script_stage integration-side tests/integration/run.sh \
+    ": backend native and the Hub download, on hosts 3 and 4 beside the backend-ray file" side
 }
 
 toolchain() {
@@ -234,7 +259,8 @@ if ((fast == 1)); then
   stage static "static checks (tsc --strict, eslint, prettier, actionlint, shellcheck)" static_checks
   stage unit "unit and policy tests (jest, Pulumi mocks)" unit_tests
 else
-  lane_start
+  ensure_shellcheck # before the terminal stage's apt-get runs: never two package installs at once
+  lane_start hostless "static checks, unit and policy tests, Docker 28's build" hostless_lane
   mkdir -p "${VCL_TESTBED_DIR:-/var/lib/vllm-cluster-testbed}"
   echo "$$" >"${VCL_TESTBED_DIR:-/var/lib/vllm-cluster-testbed}/tests-running"
   trap 'rm -f "${VCL_TESTBED_DIR:-/var/lib/vllm-cluster-testbed}/tests-running"' EXIT
@@ -254,12 +280,17 @@ else
   # The backend-ray integration file hands its serving `local` cluster to the fault suite, which adopts it instead
   # of a cold up of its own and destroys it at its end (tests/integration/handoff.ts).
   export VCL_HANDOFF="$VCL_RESULTS_DIR/local-stack.handoff"
-  script_stage integration-ray tests/integration/run.sh ": backend ray (its serving cluster goes on to the fault suite)" ray
+  # Hosts 3 and 4 for the side lane, brought up before it starts: no part runs `testbed up` while the other connects
+  stage hosts-34 "simulated hosts 3 and 4 for the integration files that run beside the backend-ray file" \
+    tests/testbed/testbed up 4
+  lane_start side "backend native and the Hub download on hosts 3 and 4" side_lane
+  VCL_TESTBED_HOSTS_READY=1 script_stage integration-ray tests/integration/run.sh ": backend ray (its serving cluster goes on to the fault suite)" ray
+  lane_join side
   script_stage faults tests/faults/run.sh
-  # the lane ends here: this stage runs Docker 28 on some hosts, and the e2e stage's detector counts every ssh
-  # connection to a host while it runs
-  lane_join
-  script_stage integration-others tests/integration/run.sh ": backend native, a third host, the chain agent" others
+  # the hostless lane ends here: this stage runs Docker 28 on some hosts, and the e2e stage's detector counts every
+  # ssh connection to a host while it runs
+  lane_join hostless
+  script_stage integration-others tests/integration/run.sh ": a third host, the image build, discovery, the chain agent" rest
   script_stage e2e tests/e2e/run.sh
   script_stage policy tests/e2e/policy.sh
   script_stage gitops tests/gitops/preview-local.sh

@@ -52,7 +52,39 @@ export async function openProject(stackName: string, prefix = "vcl-it-", stackFi
     if (stackFile !== undefined) {
         fs.copyFileSync(stackFile, path.join(dir, "stacks", `Pulumi.${stackName}.yaml`));
     }
+    const hosts = process.env.VCL_IT_HOSTS;
+    if (hosts) relocate(path.join(dir, "stacks", `Pulumi.${stackName}.yaml`), hosts);
     return openStack(dir, stackName);
+}
+
+/**
+ * Moves a project copy's stack onto other simulated hosts: node i's management and fabric addresses become those of
+ * testbed host `hosts[i]` ("3,4": spark-1's settings on host 3, spark-2's on host 4), and its state directory on
+ * the hosts gets their numbers (the simulated hosts share one file system, so another stack's files stay apart).
+ * The node names stay, so what the tests expect a message to name is unchanged. npm test runs the files that deploy a
+ * cluster of their own this way on hosts 3 and 4 while the backend-ray file runs on 1 and 2 (tests/integration/run.sh
+ * side).
+ */
+export function relocate(stackFile: string, hosts: string): void {
+    const numbers = hosts.split(",").map((h) => {
+        if (!/^[1-9]\d*$/.test(h.trim())) throw new Error(`VCL_IT_HOSTS: "${hosts}" is not a list of testbed host numbers (e.g. 3,4)`);
+        return Number(h);
+    });
+    const doc = yaml.load(fs.readFileSync(stackFile, "utf8")) as { config: Record<string, unknown> };
+    const nodes = doc.config["vllm-cluster:nodes"] as { name: string; sshHost: string; fabricIp: string }[];
+    if (nodes.length > numbers.length) throw new Error(`VCL_IT_HOSTS: ${numbers.length} host(s) for ${nodes.length} nodes`);
+    nodes.forEach((n, i) => {
+        for (const [key, net] of [
+            ["sshHost", "10.231.0."],
+            ["fabricIp", "10.232.0."],
+        ] as const) {
+            if (!n[key].startsWith(net)) throw new Error(`relocate: node ${n.name}'s ${key} ${n[key]} is not a simulated host's`);
+            n[key] = `${net}${10 + numbers[i]}`;
+        }
+    });
+    const stateDir = (doc.config["vllm-cluster:stateDir"] as string | undefined) ?? "/var/lib/vllm-cluster";
+    doc.config["vllm-cluster:stateDir"] = `${stateDir}-h${numbers.join("-h")}`;
+    fs.writeFileSync(stackFile, yaml.dump(doc, { lineWidth: 200 }));
 }
 
 /** What every CLI run on a project copy gets: its file backend (`<dir>/.state`), the passphrase, offline settings. */

@@ -12,6 +12,11 @@
 #   sudo bash tests/integration/run.sh others    every other file but the Docker 28 cluster and the upgrade (native,
 #                                                the image build and scale, the chain agent, discovery, the Hub
 #                                                download, chain faults)
+#   sudo bash tests/integration/run.sh side      backend native and the Hub download (native, hubModel) on hosts 3
+#                                                and 4 (VCL_IT_HOSTS, default 3,4: each stack moved onto them), the
+#                                                image loaded onto host 3 first: npm test runs it beside `ray`
+#   sudo bash tests/integration/run.sh rest      `others` without the two files of `side` (npm test's part after the
+#                                                fault suite)
 #   sudo bash tests/integration/run.sh upgrade   the upgrade from the release before VllmCluster (upgrade.test.ts;
 #                                                npm run test:upgrade): not in npm test, for its 90 minutes
 #   sudo bash tests/integration/run.sh two-clusters   two stacks serving from the same two hosts at once
@@ -31,14 +36,28 @@ part=all
 case ${1:-} in
   ray) part=ray; shift; set -- "$@" tests/integration/cluster.test.ts ;;
   others) part=others; shift; set -- "$@" --testPathIgnorePatterns tests/integration/cluster.test.ts tests/integration/engines.test.ts tests/integration/upgrade.test.ts tests/integration/twoClusters.test.ts ;;
+  side) part=side; shift; set -- "$@" tests/integration/native.test.ts tests/integration/hubModel.test.ts ;;
+  rest) part=rest; shift; set -- "$@" --testPathIgnorePatterns tests/integration/cluster.test.ts tests/integration/engines.test.ts tests/integration/upgrade.test.ts tests/integration/twoClusters.test.ts tests/integration/native.test.ts tests/integration/hubModel.test.ts ;;
   upgrade) part=upgrade; shift; set -- "$@" tests/integration/upgrade.test.ts ;;
   engines) part=engines; shift; set -- "$@" tests/integration/engines.test.ts ;;
   two-clusters) part=two-clusters; shift; set -- "$@" tests/integration/twoClusters.test.ts ;;
 esac
 
-testbed_stage integration 2 || exit 1
+if [[ $part == side ]]; then
+  export VCL_IT_HOSTS=${VCL_IT_HOSTS:-3,4}
+  IFS=, read -r -a side_hosts <<<"$VCL_IT_HOSTS"
+  wanted=0
+  for h in "${side_hosts[@]}"; do ((h > wanted)) && wanted=$h; done
+  testbed_stage integration "$wanted" || exit 1
+  # the stacks' image source is their first node, here host ${side_hosts[0]}: the testbed loads the image only onto host 1
+  timeout --foreground 1200 tests/testbed/testbed image --on "${side_hosts[0]}" >/dev/null ||
+    { echo "integration ($part): FAILED: testbed image --on ${side_hosts[0]}" >&2; exit 1; }
+else
+  testbed_stage integration 2 || exit 1
+fi
 
-timings="${TMPDIR:-/tmp}/vllm-cluster-integration-timings.json"
+# one file per part: npm test runs two parts at once
+timings="${TMPDIR:-/tmp}/vllm-cluster-integration-timings-$part.json"
 rm -f "$timings"
 start=$SECONDS
 results="${VCL_RESULTS_DIR:-${TMPDIR:-/tmp}/vllm-cluster-results}"

@@ -181,8 +181,10 @@ describe("the suite record (setup/test.sh's suite.json)", () => {
     test("setup/test.sh gives every stage it runs a budget", () => {
         const sh = read("setup/test.sh");
         const budgets = new Set([...sh.match(/declare -A BUDGET=\(([\s\S]*?)\)/)![1].matchAll(/\[([\w-]+)\]=\d+/g)].map((m) => m[1]));
-        const ids = [...sh.matchAll(/^\s*(?:stage|script_stage) ([\w-]+) /gm)].map((m) => m[1]);
+        const ids = [...sh.matchAll(/^\s*(?:\w+=\S+ )*(?:stage|script_stage|lane_stage|lane_script_stage) ([\w-]+) /gm)].map((m) => m[1]);
         expect(ids.length).toBeGreaterThan(10);
+        // the lanes' stages too (setup/test.sh runs some beside the others)
+        expect(ids).toEqual(expect.arrayContaining(["unit", "engine", "integration-side", "integration-ray"]));
         expect(ids.filter((id) => !budgets.has(id))).toEqual([]);
     });
 });
