@@ -35,6 +35,17 @@ function memAvailableKib(): number {
     return Number(m[1]);
 }
 
+/**
+ * A command that stays up until the init has given its start back (its starts file ends in " 0"), at most `seconds`,
+ * then exits with `code`: on a loaded machine a fixed sleep can end before the init looks (npm test runs the unit
+ * tests beside the clusters). When the init never gives the start back, the command ends after `seconds` and the
+ * test's expectation on the starts file fails.
+ */
+function upUntilBudgetBack(code: number, seconds = 30): string {
+    const starts = path.join(dir, "c.starts");
+    return `i=0; until grep -q ' 0$' '${starts}' 2>/dev/null || [ $i -ge ${seconds * 10} ]; do sleep 0.1; i=$((i + 1)); done; exit ${code}`;
+}
+
 describe("crash budget", () => {
     test("a command that keeps failing runs max-starts times; the next start is refused with a clean exit", () => {
         const ran = path.join(dir, "ran");
@@ -75,7 +86,7 @@ describe("crash budget", () => {
     test("a command that stayed up stable-seconds gets its budget back", () => {
         // three failing runs under a budget of two: only possible because each one stayed up long enough
         for (let i = 0; i < 3; i++) {
-            const r = runInit(["max-starts=2", "stable-seconds=1"], "sleep 2.5; exit 4");
+            const r = runInit(["max-starts=2", "stable-seconds=1"], upUntilBudgetBack(4));
             expect(r.status).toBe(4);
         }
         expect(fs.readFileSync(path.join(dir, "c.starts"), "utf8").trim()).toBe("unknown 0");
@@ -86,7 +97,7 @@ describe("crash budget", () => {
         await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
         const port = (server.address() as net.AddressInfo).port;
         try {
-            const p = spawn("sh", initArgs(["max-starts=1", `healthy-url=http://127.0.0.1:${port}/health`], "sleep 2; exit 6"));
+            const p = spawn("sh", initArgs(["max-starts=1", `healthy-url=http://127.0.0.1:${port}/health`], upUntilBudgetBack(6)));
             expect(await exited(p)).toBe(6);
             expect(fs.readFileSync(path.join(dir, "c.starts"), "utf8").trim()).toBe("unknown 0");
             // with max-starts=1 a second start is possible only because the first became healthy
