@@ -19,8 +19,8 @@ set -uo pipefail
 # Each stage's budget in seconds, on a 2-core machine with warm caches (the toolchain's: a cold build). The summary
 # prints it beside the stage's time and marks a stage over it OVER BUDGET, without failing the run.
 declare -A BUDGET=(
-  [install]=300 [static]=300 [unit]=420 [engine]=1200 [toolchain]=1500 [self-test]=420 [hosts-34]=180
-  [integration-ray]=900 [integration-side]=900 [faults]=1100
+  [install]=300 [static]=300 [unit]=420 [engine]=1200 [toolchain]=1500 [self-test]=420
+  [integration-ray]=900 [faults]=1100
   [integration-others]=900 [e2e]=240 [policy]=180 [gitops]=180
   [security]=30 [timings]=30 [teardown]=120 [clean-tree]=30
 )
@@ -146,8 +146,9 @@ unit_tests() {
 # their lines to the lane's stages file; lane_join waits for the lane, prints each stage's output whole, and counts its
 # stages like the others (the summary says "beside"). Not with --fast (nothing to run beside).
 #   hostless: static checks, unit and policy tests, Docker 28's build (need no simulated host)
-#   side:     the integration files that deploy a cluster of their own (backend native, the Hub download), on hosts
-#             3 and 4 while the backend-ray file runs on 1 and 2 (tests/integration/run.sh side)
+# Two integration parts at once on hosts of their own (tests/integration/run.sh side on hosts 3 and 4 beside `ray`)
+# were measured no faster here: both parts are CPU-bound on 2 cores and each took about twice as long
+# (docs/testing.md, "How long").
 declare -A lane_pids=() lane_dirs=()
 lane_start() { # name label function
   local dir="$VCL_RESULTS_DIR/lane-$1"
@@ -165,12 +166,6 @@ lane_start() { # name label function
 }
 lane_stage() { # id name command...: one stage inside a lane, its output to the lane's log for it
   stage "$@" >"$lane_dir/$1.log" 2>&1
-}
-lane_script_stage() { # id script suffix args...: script_stage inside a lane
-  local id=$1 t=$2 suffix=${3:-} name
-  shift 3 || shift $#
-  name=$(sed -n 's/^# stage: //p' "$t" 2>/dev/null | head -n 1 | grep .) || name="$t (missing or without a '# stage:' line)"
-  lane_stage "$id" "$name$suffix" bash "$t" "$@"
 }
 lane_join() { # name
   [[ -n ${lane_pids[$1]:-} ]] || return 0
@@ -209,11 +204,6 @@ hostless_lane() {
   # one jest worker: the other core is the host stages'
   VCL_UNIT_WORKERS=1 lane_stage unit "unit and policy tests (jest, Pulumi mocks)" unit_tests
   lane_stage engine "Docker 28 for the simulated hosts (setup/engine.sh: built once into the cache, niced)" engine_ready
-}
-
-side_lane() {
-  VCL_TESTBED_HOSTS_READY=1 lane_script_stage integration-side tests/integration/run.sh \
-    ": backend native and the Hub download, on hosts 3 and 4 beside the backend-ray file" side
 }
 
 toolchain() {
@@ -280,23 +270,19 @@ else
   # The backend-ray integration file hands its serving `local` cluster to the fault suite, which adopts it instead
   # of a cold up of its own and destroys it at its end (tests/integration/handoff.ts).
   export VCL_HANDOFF="$VCL_RESULTS_DIR/local-stack.handoff"
-  # Hosts 3 and 4 for the side lane, brought up before it starts: no part runs `testbed up` while the other connects
-  stage hosts-34 "simulated hosts 3 and 4 for the integration files that run beside the backend-ray file" \
-    tests/testbed/testbed up 4
-  lane_start side "backend native and the Hub download on hosts 3 and 4" side_lane
-  VCL_TESTBED_HOSTS_READY=1 script_stage integration-ray tests/integration/run.sh ": backend ray (its serving cluster goes on to the fault suite)" ray
-  lane_join side
+  script_stage integration-ray tests/integration/run.sh ": backend ray (its serving cluster goes on to the fault suite)" ray
   script_stage faults tests/faults/run.sh
   # the hostless lane ends here: this stage runs Docker 28 on some hosts, and the e2e stage's detector counts every
   # ssh connection to a host while it runs
   lane_join hostless
-  script_stage integration-others tests/integration/run.sh ": a third host, the image build, discovery, the chain agent" rest
+  script_stage integration-others tests/integration/run.sh ": backend native, the Hub download, discovery, the chain agent" others
   script_stage e2e tests/e2e/run.sh
   script_stage policy tests/e2e/policy.sh
   script_stage gitops tests/gitops/preview-local.sh
   # Run apart, by their own commands, so that the whole suite keeps within CI's 90 minutes on this kind of machine on
   # its slower days (docs/testing.md, "What runs apart"): npm run test:upgrade (the upgrade from the release before
-  # VllmCluster), npm run bench -- --smoke, npm run bench:distribution -- --smoke, npm run test:engines.
+  # VllmCluster), npm run bench -- --smoke, npm run bench:distribution -- --smoke, npm run test:engines,
+  # npm run test:build-scale (image.build, then a third host added and removed).
   stage security "Security table from this run's test results (security/results.json in the results directory)" \
     node tests/security/report.js "$VCL_RESULTS_DIR"
   stage timings "where the time went, per test file (tests/lib/timings-report.js)" \
