@@ -141,41 +141,38 @@ unit_tests() {
   npx jest --ci --selectProjects unit policy -w "${VCL_UNIT_WORKERS:-2}" --json --outputFile="$VCL_RESULTS_DIR/unit.json"
 }
 
-# Lanes: stages that run in the background, beside the stages that follow them, because those mostly wait (vLLM's
-# start, image copies, the engine) rather than compute. A lane's stages write their output to logs of their own and
-# their lines to the lane's stages file; lane_join waits for the lane, prints each stage's output whole, and counts its
-# stages like the others (the summary says "beside"). Not with --fast (nothing to run beside).
-#   hostless: static checks, unit and policy tests, Docker 28's build (need no simulated host)
-# Two integration parts at once on hosts of their own (tests/integration/run.sh side on hosts 3 and 4 beside `ray`)
-# were measured no faster here: both parts are CPU-bound on 2 cores and each took about twice as long
-# (docs/testing.md, "How long").
-declare -A lane_pids=() lane_dirs=()
-lane_start() { # name label function
-  local dir="$VCL_RESULTS_DIR/lane-$1"
-  mkdir -p "$dir"
+# The lane: the stages that need no simulated host (static checks, unit and policy tests, Docker 28's build) run in
+# the background beside the toolchain, the terminal stage and the backend-ray stage. Each writes its output to a log
+# of its own and its line to the lane's stages file; lane_join waits for the lane, prints each stage's output whole,
+# and counts its stages like the others (the summary says "beside"). Not with --fast (nothing to run beside). The host
+# stages are CPU-bound on 2 cores too, so this gains only what they leave idle: two integration parts at once on
+# hosts of their own (tests/integration/run.sh side on hosts 3 and 4 beside `ray`) each took about twice as long and
+# were measured no faster than one after the other (docs/testing.md).
+lane_dir="" lane_pid=""
+lane_start() { # label function
+  lane_dir="$VCL_RESULTS_DIR/lane"
+  mkdir -p "$lane_dir"
   (
-    stages_tsv="$dir/stages.tsv"
-    lane_dir=$dir
+    stages_tsv="$lane_dir/stages.tsv"
     : >"$stages_tsv"
-    "$3"
+    "$2"
   ) </dev/null &
-  lane_pids[$1]=$!
-  lane_dirs[$1]=$dir
+  lane_pid=$!
   echo
-  echo "=== beside the stages below, in the background: $2 (their output follows when they end)"
+  echo "=== beside the stages below, in the background: $1 (their output follows when they end)"
 }
-lane_stage() { # id name command...: one stage inside a lane, its output to the lane's log for it
+lane_stage() { # id name command...: one stage inside the lane, its output to the lane's log for it
   stage "$@" >"$lane_dir/$1.log" 2>&1
 }
-lane_join() { # name
-  [[ -n ${lane_pids[$1]:-} ]] || return 0
-  local start=$SECONDS dir=${lane_dirs[$1]} id name took budget result over
-  wait "${lane_pids[$1]}"
-  unset "lane_pids[$1]"
+lane_join() {
+  [[ -n $lane_pid ]] || return 0
+  local start=$SECONDS id name took budget result over
+  wait "$lane_pid"
+  lane_pid=""
   echo
-  echo "=== the background lane $1 ended (waited $((SECONDS - start))s for it here); its output:"
+  echo "=== the background stages ended (waited $((SECONDS - start))s for them here); their output:"
   while IFS=$'\t' read -r id name took budget result; do
-    [[ ! -f $dir/$id.log ]] || cat "$dir/$id.log"
+    [[ ! -f $lane_dir/$id.log ]] || cat "$lane_dir/$id.log"
     over=""
     ((took <= budget)) || over="  OVER BUDGET"
     if [[ $result == pass ]]; then
@@ -184,7 +181,7 @@ lane_join() { # name
       failed=$((failed + 1)); summary+=("FAIL    $name (${took}s of ${budget}s, beside)$over")
     fi
     printf '%s\t%s\t%s\t%s\t%s\n' "$id" "$name" "$took" "$budget" "$result" >>"$stages_tsv"
-  done <"$dir/stages.tsv"
+  done <"$lane_dir/stages.tsv"
 }
 
 # Docker 28 (the image chain's faults on the containerd store need it in the integration stage): a warm cache is
@@ -250,7 +247,7 @@ if ((fast == 1)); then
   stage unit "unit and policy tests (jest, Pulumi mocks)" unit_tests
 else
   ensure_shellcheck # before the terminal stage's apt-get runs: never two package installs at once
-  lane_start hostless "static checks, unit and policy tests, Docker 28's build" hostless_lane
+  lane_start "static checks, unit and policy tests, Docker 28's build" hostless_lane
   mkdir -p "${VCL_TESTBED_DIR:-/var/lib/vllm-cluster-testbed}"
   echo "$$" >"${VCL_TESTBED_DIR:-/var/lib/vllm-cluster-testbed}/tests-running"
   trap 'rm -f "${VCL_TESTBED_DIR:-/var/lib/vllm-cluster-testbed}/tests-running"' EXIT
@@ -272,9 +269,9 @@ else
   export VCL_HANDOFF="$VCL_RESULTS_DIR/local-stack.handoff"
   script_stage integration-ray tests/integration/run.sh ": backend ray (its serving cluster goes on to the fault suite)" ray
   script_stage faults tests/faults/run.sh
-  # the hostless lane ends here: this stage runs Docker 28 on some hosts, and the e2e stage's detector counts every
-  # ssh connection to a host while it runs
-  lane_join hostless
+  # the lane ends here: this stage runs Docker 28 on some hosts, and the e2e stage's detector counts every ssh
+  # connection to a host while it runs
+  lane_join
   script_stage integration-others tests/integration/run.sh ": backend native, the Hub download, discovery, the chain agent" others
   script_stage e2e tests/e2e/run.sh
   script_stage policy tests/e2e/policy.sh

@@ -86,7 +86,7 @@ export async function tp1Reference(hosts: Hosts): Promise<Answer> {
             2000,
         );
         const answer = await viaHost(onHead, local, cfg.model.servedName);
-        // whole or not at all: npm test runs two integration files at once that may both compute it
+        // whole or not at all: two files run at once (run.sh side beside another part) may both compute it
         fs.writeFileSync(`${cache}.${process.pid}`, JSON.stringify(answer));
         fs.renameSync(`${cache}.${process.pid}`, cache);
         return answer;

@@ -58,7 +58,7 @@ else
   testbed_stage integration 2 || exit 1
 fi
 
-# one file per part: npm test runs two parts at once
+# one file per part: `side` may run beside another part
 timings="${TMPDIR:-/tmp}/vllm-cluster-integration-timings-$part.json"
 rm -f "$timings"
 start=$SECONDS

@@ -16,12 +16,6 @@ testbed_stage() {
     echo "$stage: FAILED: the demo holds the simulated hosts; stop it first: npm run demo -- down" >&2
     return 1
   fi
-  # npm test runs two integration parts at once on hosts it brought up before (setup/test.sh): an `up` here would
-  # rewrite the known_hosts file while the other part connects with it
-  if [[ ${VCL_TESTBED_HOSTS_READY:-} == 1 ]]; then
-    echo "$stage: the simulated hosts are up already (VCL_TESTBED_HOSTS_READY=1): no testbed up"
-    return 0
-  fi
   existing=$(ip netns list 2>/dev/null | awk '{print $1}' | sed -n 's/^vcl-h\([0-9][0-9]*\)$/\1/p' | sort -n | tail -n 1)
   hosts=$((${existing:-0} > want ? existing : want))
   echo "$stage: testbed up $hosts"
