@@ -20,6 +20,7 @@ import argparse
 import difflib
 import importlib
 import json
+import os
 import re
 import sys
 
@@ -38,8 +39,17 @@ def first_module(*names):
     return None
 
 
+# The verdict's own stream: the process's stdout as it started. Everything else written to stdout from here on (vLLM
+# logs to stdout) goes to stderr, so the verdict is the only thing on stdout: `docker run` carries a container's stdout
+# and stderr as two streams, and a warning interleaved with the verdict in one pipe split its line once (seen under
+# load: the line cut after '"flag": ', the rest after a warning).
+_VERDICT = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+
+
 def say(**fields):
-    print(json.dumps(fields, sort_keys=True))
+    _VERDICT.write(json.dumps(fields, sort_keys=True) + "\n")
+    _VERDICT.flush()
 
 
 def options_of(parser):

@@ -7,8 +7,8 @@
 #
 # ARGV.json, on stdin, is the serve command as a JSON list ["vllm", "serve", MODEL, FLAG, ...]: on no command line
 # here or on the operator's machine, since serve.extraArgs may hold a value from secret config. Prints the check's
-# one JSON line; exits 0 when it printed one (the verdict is in the line), 1 when the check could
-# not run (the image is missing, docker failed), naming the node.
+# one JSON line (the image's vLLM's own output goes to stderr); exits 0 when it printed one (the verdict is in the
+# line), 1 when the check could not run (the image is missing, docker failed), naming the node.
 set -u
 node='' image='' check=''
 while [ $# -gt 0 ]; do
@@ -23,13 +23,14 @@ done
 [ -n "$node" ] && [ -n "$image" ] && [ -n "$check" ] ||
     { echo "serve_args_check: usage: node=NAME image=ID check=BASE64 < ARGV.json" >&2; exit 2; }
 py=$(printf %s "$check" | base64 -d) || { echo "serve_args_check: the check script is not base64" >&2; exit 2; }
-# stdout and stderr together (no file on the host): the check prints its line last, after any warning of vLLM's
+# the check's stdout is its verdict line alone (vLLM's logs go to its stderr, which passes through to ours): never
+# the two in one pipe, where docker's two streams may interleave inside a line
 rc=0
-out=$(docker run --rm -i --network none --entrypoint python3 "$image" -c "$py" 2>&1) || rc=$?
+out=$(docker run --rm -i --network none --entrypoint python3 "$image" -c "$py") || rc=$?
 line=$(printf '%s\n' "$out" | grep '^{' | tail -n 1)
 if [ "$rc" = 0 ] && [ -n "$line" ]; then
     printf '%s\n' "$line"
     exit 0
 fi
-echo "serve arguments check on node $node: the image's vLLM could not check them (exit $rc): $(printf '%s\n' "$out" | tail -n 15)" >&2
+echo "serve arguments check on node $node: the image's vLLM could not check them (exit $rc; its output above): $(printf '%s\n' "$out" | tail -n 5)" >&2
 exit 1
