@@ -15,7 +15,7 @@ const { sampleOf, servingOf } = require("./statusMetrics");
  * @typedef {import("../infra/builders/status").StatusNode} Node
  * @typedef {import("../infra/builders/status").StatusSpec} Spec
  * @typedef {import("../infra/builders/readiness").LaunchTimings} Launch
- * @typedef {{ endpoint?: string, status: Spec, launch?: unknown }} Outputs
+ * @typedef {{ endpoint?: string, status: Spec, launch?: unknown, clusterFingerprint?: unknown }} Outputs
  * @typedef {{ ok: true, seconds: number, stdout: string } | { ok: false, seconds: number, unreachable: boolean, why: string }} Answer
  * (stateSeconds: how long a container has been in its state, by the host's clock: running since it started,
  * exited since it ended.)

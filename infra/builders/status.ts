@@ -60,7 +60,8 @@ export function statusTarget(spec: StatusSpec, n: StatusNode): SshTarget {
     };
 }
 
-function headOf(spec: StatusSpec): StatusNode {
+/** The head of the status output's nodes; an output without one is refused, naming what it lists. */
+export function headOf(spec: StatusSpec): StatusNode {
     const head = spec.nodes.find((n) => n.role === "head");
     if (!head) {
         throw new Error(`the status output names no head (nodes: ${spec.nodes.map((n) => `${n.name} ${n.role}`).join(", ")})`);

@@ -34,7 +34,7 @@ import { adopt, expectNothingLeft } from "../integration/handoff";
 import { timed } from "../lib/ledger";
 import { Hosts, runArgv, sshdAccepted, stackConfig, waitFor } from "../integration/hosts";
 import { chat, request } from "../integration/support";
-import { statusView, statusWatch } from "./statusView";
+import { benchServe, statusView, statusWatch } from "./statusView";
 
 const STACK = "local";
 const TESTBED = process.env.VCL_TESTBED_DIR ?? "/var/lib/vllm-cluster-testbed";
@@ -64,7 +64,7 @@ let apiKey = "";
 let model = "";
 let keyFile = "";
 
-function row(fault: string, expected: string, observed: string, r?: OpResult | CliResult): void {
+function row(fault: string, expected: string, observed: string, r?: OpResult | CliResult | { seconds: number }): void {
     rows.push({ fault, expected, observed, seconds: r ? Math.round(r.seconds) : 0 });
 }
 
@@ -420,6 +420,55 @@ test("status view: both forms while serving", async () => {
         `${j.hosts.length} hosts answered; Ray ${Object.values(j.ray.members).join(", ")}; ${j.serving.requests} requests, TTFT p50 ${j.serving.ttftP50.seconds} s; ${watch.frames.length} frames; ${seconds.toFixed(1)} s for the three`,
     );
 }, 120_000);
+
+test("serving benchmark: npm run bench:serve runs vLLM's own bench serve from the serve image on the head, records and compares", async () => {
+    expect(await serving()).toBe(200);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "vcl-bench-serve-"));
+    try {
+        const first = path.join(dir, "first.json");
+        const r = await benchServe(p, STACK, ["--protocol", "smoke", "--out", first]);
+        expect(r.stderr).toContain(`bench:serve: stack ${STACK}, protocol smoke v1`);
+        expect(r.code).toBe(0);
+        const res = JSON.parse(fs.readFileSync(first, "utf8"));
+        // the protocol as recorded, the image the serve container runs on the head, its vLLM, the cluster it measured
+        expect(res.protocol).toMatchObject({ name: "smoke", inputLen: 32, outputLen: 8, seed: 0 });
+        const served = (await hosts.must(head, ["docker", "inspect", "--format", "{{.Image}}", CONTAINER.serve])).trim();
+        expect(res.image).toEqual({ id: served, vllm: "0.32.0" });
+        expect(res.clusterFingerprint).toBe((await p.stack.outputs()).clusterFingerprint.value);
+        expect(res.endpoint).toBe(endpoint);
+        // every request of every level answered with exactly the protocol's output length (ignore_eos): real completions
+        for (const l of res.levels) {
+            expect(l).toMatchObject({ completed: l.prompts, failed: 0, total_output_tokens: 8 * l.prompts });
+            expect(l.output_throughput).toBeGreaterThan(0);
+            expect(l.ttft_ms.p50).toBeGreaterThan(0);
+        }
+        expect(res.levels.map((l: { concurrency: number }) => l.concurrency)).toEqual([1, 2]);
+        expect(r.stdout).toMatch(/^2\s+4\/4\s+0\s/m);
+        const svg = fs.readFileSync(first.replace(/\.json$/, ".svg"), "utf8");
+        expect([...svg.matchAll(/<polyline class="series"/g)]).toHaveLength(5);
+        // the same protocol again, compared with the first: a ratio per level; the benchmark's container is gone
+        const second = await benchServe(p, STACK, ["--protocol", "smoke", "--out", path.join(dir, "second.json"), "--compare", first]);
+        expect(second.code).toBe(0);
+        expect(second.stdout).toContain(`against ${first}`);
+        expect(second.stdout).toMatch(/^1\s+[\d.]+\s+[\d.]+\s+\d\.\d{3}\s/m);
+        expect((await hosts.must(head, ["docker", "ps", "-a", "--format", "{{.Names}}"])).split("\n")).not.toContain(
+            `${CONTAINER.serve}-bench`,
+        );
+        // the key: in no output and no file of the benchmark's
+        for (const out of [r.stdout, r.stderr, second.stdout, second.stderr, fs.readFileSync(first, "utf8"), svg])
+            expect(out).not.toContain(apiKey);
+        expect(await serving()).toBe(200);
+        const at = (c: number) => res.levels.find((l: { concurrency: number }) => l.concurrency === c);
+        row(
+            "serving benchmark (npm run bench:serve, protocol smoke)",
+            "vLLM's bench serve from the serve image on the head: every request answered, a result with the protocol and the image, a plot, a comparison",
+            `${at(1).output_throughput.toFixed(1)} output tokens/s at concurrency 1, ${at(2).output_throughput.toFixed(1)} at 2; TTFT p50 ${at(1).ttft_ms.p50.toFixed(0)} ms; ${r.seconds.toFixed(0)} s`,
+            r,
+        );
+    } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+    }
+}, 900_000);
 
 test("listening sockets while serving: the Ray dashboard only on loopback, nothing on the management address but SSH and the API", async () => {
     const out: string[] = [];

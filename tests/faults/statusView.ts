@@ -16,11 +16,13 @@ export interface StatusRun {
     seconds: number;
 }
 
-/** The environment of the stack's engine without its passphrase. */
-function viewEnv(p: Project): NodeJS.ProcessEnv {
+/** The environment of the stack's engine, without its passphrase unless `secrets` (the benchmark reads the API key). */
+function viewEnv(p: Project, secrets = false): NodeJS.ProcessEnv {
     const env: NodeJS.ProcessEnv = { ...process.env, ...p.stack.workspace.envVars };
-    delete env.PULUMI_CONFIG_PASSPHRASE;
-    delete env.PULUMI_CONFIG_PASSPHRASE_FILE;
+    if (!secrets) {
+        delete env.PULUMI_CONFIG_PASSPHRASE;
+        delete env.PULUMI_CONFIG_PASSPHRASE_FILE;
+    }
     return env;
 }
 
@@ -31,11 +33,11 @@ interface Interrupt {
 }
 
 /** Runs `argv` from the checkout with the view's environment, bounded by `timeoutMs`. */
-function run(p: Project, argv: string[], timeoutMs: number, stop?: Interrupt): Promise<StatusRun> {
+function run(p: Project, argv: string[], timeoutMs: number, stop?: Interrupt, secrets = false): Promise<StatusRun> {
     return timed("commands run by the tests (ssh, docker, scripts)", () => {
         return new Promise<StatusRun>((resolve, reject) => {
             const t0 = Date.now();
-            const child = spawn(argv[0], argv.slice(1), { cwd: ROOT, env: viewEnv(p), stdio: ["pipe", "pipe", "pipe"] });
+            const child = spawn(argv[0], argv.slice(1), { cwd: ROOT, env: viewEnv(p, secrets), stdio: ["pipe", "pipe", "pipe"] });
             // Ctrl-C as typed: the terminal's line discipline makes it SIGINT to the view
             let typed = false;
             const ctrlC = () => {
@@ -68,6 +70,11 @@ function run(p: Project, argv: string[], timeoutMs: number, stop?: Interrupt): P
 /** `npm run status -- --stack <stack> ARGS`, once. */
 export function statusView(p: Project, stack: string, args: string[] = []): Promise<StatusRun> {
     return run(p, [process.execPath, "setup/status.js", "--stack", stack, "--cwd", p.dir, ...args], 60_000);
+}
+
+/** `npm run bench:serve -- --stack <stack> ARGS` as an operator runs it: with the stack's passphrase (for its API key). */
+export function benchServe(p: Project, stack: string, args: string[]): Promise<StatusRun> {
+    return run(p, [process.execPath, "setup/benchServe.js", "--stack", stack, "--cwd", p.dir, ...args], 900_000, undefined, true);
 }
 
 /** The frames a --watch drew, as the terminal shows each (its control sequences removed; the first clear is none). */
