@@ -14,10 +14,13 @@
 const { spawn, spawnSync } = require("child_process");
 const fs = require("fs");
 const path = require("path");
-require("./tsRequire").register();
-const { StatusError, readOutputs, sshWords } = require("./statusRun");
 const m = require("./benchServeModel");
-const { benchServeCommand, benchBaseUrl, BENCH_TOKENIZER } = require("../infra/builders/bench");
+
+/** The program's TypeScript modules, loaded once the arguments are good (a bad argument is refused at once). */
+function hostParts() {
+    require("./tsRequire").register();
+    return { ...require("./statusRun"), ...require("../infra/builders/bench") };
+}
 
 const USAGE = `usage: npm run bench:serve -- --stack NAME [--protocol standard|smoke] [--out FILE] [--compare FILE]
 
@@ -89,8 +92,9 @@ const stamp = (d) =>
  * Runs the benchmark's command line with the key and the plan on its stdin; vLLM's progress passes through to stderr
  * (with the key, should it ever appear, blotted out). Resolves with stdout.
  * @param {string} cmd @param {string} input @param {string} key @param {number} timeoutMs
+ * @param {(err: string, what: string) => string} sshWords
  */
-function run(cmd, input, key, timeoutMs) {
+function run(cmd, input, key, timeoutMs, sshWords) {
     return new Promise((resolve, reject) => {
         const child = spawn("bash", ["-c", cmd], { detached: true, env: process.env, stdio: ["pipe", "pipe", "pipe"] });
         const stop = () => {
@@ -134,6 +138,7 @@ function run(cmd, input, key, timeoutMs) {
 async function main() {
     const o = parseArgs(process.argv.slice(2));
     const protocol = m.protocolOf(o.protocol);
+    const { StatusError, readOutputs, sshWords, benchServeCommand, benchBaseUrl, BENCH_TOKENIZER } = hostParts();
     let outputs;
     try {
         outputs = readOutputs(o);
@@ -164,7 +169,7 @@ async function main() {
     const t0 = Date.now();
     const timeoutMs = (o.timeout ?? (protocol.name === "smoke" ? 900 : 3600)) * 1000;
     const r = /** @type {{ code: number | null, stdout: string, stderr: string }} */ (
-        await run(benchServeCommand(spec), `${key}\n${JSON.stringify(plan)}\n`, key, timeoutMs)
+        await run(benchServeCommand(spec), `${key}\n${JSON.stringify(plan)}\n`, key, timeoutMs, sshWords)
     );
     let answer;
     try {

@@ -346,9 +346,13 @@ describe("npm run bench:serve's arguments", () => {
         [["--stack", "a b"], "--stack a b: not a stack name"],
         [["--stack", "local", "--timeout", "5"], "--timeout 5: expected seconds, 10 to 86400"],
         [["--stack", "local", "--bogus"], "unknown argument --bogus"],
-    ])("%j is refused before anything runs", (args, says) => {
-        const r = cli(args);
-        expect(r.status).toBe(2);
-        expect(r.stderr).toContain(`bench:serve: ${says}`);
-    });
+    ])(
+        "%j is refused before anything runs",
+        (args, says) => {
+            const r = cli(args);
+            expect(r.status).toBe(2);
+            expect(r.stderr).toContain(`bench:serve: ${says}`);
+        },
+        60_000,
+    );
 });
