@@ -15,6 +15,9 @@ import { NODES, ROOT, statusSpec, tempState } from "./statusHosts";
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const m = require("../../setup/benchServeModel");
 
+// the tests that spawn sh, python3 or node: npm test runs this file beside the clusters, on a loaded machine
+jest.setTimeout(30_000);
+
 const SMOKE = m.PROTOCOLS.smoke;
 const KEY = "sk-bench-test-key-0123456789";
 
