@@ -111,10 +111,11 @@ function run(cmd, input, key, timeoutMs, sshWords) {
         let partial = "";
         child.stdout.on("data", (d) => (out = (out + d).slice(-1024 * 1024)));
         child.stderr.on("data", (d) => {
+            // a progress bar redraws its line with carriage returns: each redraw is a line here, the blank ones dropped
             const text = partial + d.toString();
-            const lines = text.split("\n");
+            const lines = text.split(/\r\n|\r|\n/);
             partial = lines.pop() ?? "";
-            for (const l of lines) {
+            for (const l of lines.filter((x) => x.trim() !== "")) {
                 const shown = m.printable(l.split(key).join("(the API key)"));
                 err = (err + shown + "\n").slice(-8192);
                 process.stderr.write(`  | ${shown}\n`);

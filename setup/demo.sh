@@ -150,7 +150,7 @@ Use the stack from this shell (the tiny model's name is $model):
   pulumi stack output                      # endpoint, servedModelName, nodes, ...
   pulumi preview --diff                    # nothing to change
   pulumi refresh                           # compare the state with the hosts
-  npm run status -- --stack $STACK           # each host's containers, memory, Ray, what vLLM serves
+  npm run status -- --stack $STACK          # each host's containers, memory, Ray, what vLLM serves
   npm run bench:serve -- --stack $STACK --protocol smoke   # vLLM's serving benchmark (about a minute here)
 Tear down:  npm run demo -- down
 EOF
