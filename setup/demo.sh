@@ -151,6 +151,6 @@ Use the stack from this shell (the tiny model's name is $model):
   pulumi preview --diff                    # nothing to change
   pulumi refresh                           # compare the state with the hosts
   npm run status -- --stack $STACK          # each host's containers, memory, Ray, what vLLM serves
-  npm run bench:serve -- --stack $STACK --protocol smoke   # vLLM's serving benchmark (about a minute here)
+  npm run bench:serve -- --stack $STACK --protocol smoke   # vLLM's serving benchmark (20 s here)
 Tear down:  npm run demo -- down
 EOF
