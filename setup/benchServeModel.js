@@ -348,7 +348,7 @@ function plotSvg(r, before) {
         for (let t = 0; t <= 4; t++) {
             const y = (ymax * t) / 4;
             out.push(`<line x1="${left}" x2="${left + panel.w}" y1="${py(y)}" y2="${py(y)}" stroke="#eee"/>`);
-            out.push(`<text x="${left - 6}" y="${py(y) + 4}" text-anchor="end">${fmt(y, y < 10 ? 1 : 0)}</text>`);
+            out.push(`<text x="${left - 6}" y="${py(y) + 4}" text-anchor="end">${fmt(y, Number.isInteger(y) ? 0 : 1)}</text>`);
         }
         xs.forEach((x, i) => out.push(`<text x="${px(i)}" y="${panel.top + panel.h + 16}" text-anchor="middle">${x}</text>`));
         out.push(`<text x="${left + panel.w / 2}" y="${panel.top + panel.h + 34}" text-anchor="middle">concurrency</text>`);
