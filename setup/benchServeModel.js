@@ -7,6 +7,8 @@
  * percentiles and levels (the protocol's whole text is recorded, so a changed protocol cannot pass for the old one).
  */
 "use strict";
+// every string a host or a file supplies becomes printable text as the rest of the project makes it
+const { printable } = require("./discovery");
 
 /**
  * @typedef {{ concurrency: number, prompts: number }} Level
@@ -157,11 +159,6 @@ function parseAnswer(stdout, protocol) {
         return r;
     });
     return { image, vllm, levels };
-}
-
-/** Control characters as visible escapes. @param {string} s */
-function printable(s) {
-    return s.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
 
 /** The differences between two protocols, as "key: a vs b", or [] when they are the same. @param {Protocol} a @param {Protocol} b */

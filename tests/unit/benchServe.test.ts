@@ -115,7 +115,7 @@ describe("protocols and the benchmark's answer", () => {
 
     test("a failed level is an error naming the concurrency, its text made printable", () => {
         const out = `${IMAGE_LINE}\n${JSON.stringify({ vllm: "0.32.0", levels: [level(1, 4)], error: "ClientConnectorError: refused\u001b[31m", level: 2 })}\n`;
-        expect(() => m.parseAnswer(out, SMOKE)).toThrow("the benchmark failed at concurrency 2: ClientConnectorError: refused\\u001b[31m");
+        expect(() => m.parseAnswer(out, SMOKE)).toThrow("the benchmark failed at concurrency 2: ClientConnectorError: refused\\x1b[31m");
     });
 });
 
