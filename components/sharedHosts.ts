@@ -54,7 +54,7 @@ export class SharedHosts {
                 if (clash.length > 0) {
                     problems.push(
                         `host ${host} (node ${claim.node}): port ${clash.join(", ")} is also cluster ${other.cluster}'s ` +
-                            `(node ${other.node}); give each cluster its own serve.port, ray.* and native.masterPort`,
+                            `(node ${other.node}); give each cluster its own serve.port, ray.*, native.masterPort and monitoring ports`,
                     );
                 }
             }

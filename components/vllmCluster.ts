@@ -77,6 +77,8 @@ export class VllmCluster extends pulumi.ComponentResource {
      * wait or `pulumi refresh` found it on the head; "none" without one. `pulumi up --refresh` shows it change.
      */
     public readonly watchdog: pulumi.Output<string>;
+    /** With `monitoring`: how to reach Prometheus (an ssh tunnel to the head, then the URL); otherwise that none runs. */
+    public readonly monitoring: pulumi.Output<string>;
 
     constructor(name: string, args: VllmClusterArgs, opts?: pulumi.ComponentResourceOptions) {
         // Before anything is registered: a bad argument fails naming its key, and no child (nor this) exists.
@@ -97,6 +99,7 @@ export class VllmCluster extends pulumi.ComponentResource {
         this.status = pulumi.output(out.status);
         this.launch = out.launch;
         this.watchdog = out.watchdog;
+        this.monitoring = pulumi.output(out.monitoring);
 
         this.registerOutputs({
             endpoint: this.endpoint,
@@ -109,6 +112,7 @@ export class VllmCluster extends pulumi.ComponentResource {
             status: this.status,
             launch: this.launch,
             watchdog: this.watchdog,
+            monitoring: this.monitoring,
         });
     }
 }

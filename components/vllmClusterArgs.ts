@@ -35,6 +35,11 @@ export interface VllmClusterArgs {
      */
     memoryGuard?: MemoryGuardOptions;
     /**
+     * Prometheus on the head and a node exporter on every host, scraping vLLM, Ray and the hosts over the fabric;
+     * Grafana dashboards ship in infra/dashboards (docs/monitoring.md). Unset: none runs.
+     */
+    monitoring?: MonitoringOptions;
+    /**
      * Per-host state, on disk (preflight refuses a tmpfs): the key and token files, the containers' /tmp, the
      * compile caches and each container's crash budget, under <stateDir>/<node>/; the SSH user must be able to write
      * it. Rule: an absolute path without spaces or quotes; not /, nor inside or a parent of /bin, /boot, /dev, /etc,
@@ -537,4 +542,46 @@ export interface MemoryGuardOptions {
     minAvailable?: string;
     /** How often, in seconds, the guard reads the host's MemAvailable. Rule: 1..60. Default: 1. */
     checkSeconds?: number;
+}
+
+/** The `monitoring` settings of a VllmCluster. */
+export interface MonitoringOptions {
+    /**
+     * The Prometheus image: its /bin/prometheus runs (prom/prometheus, or the testbed's vllm-cluster-monitoring,
+     * built from Debian's prometheus package). Rule: image reference: `^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$`.
+     */
+    image: string;
+    /**
+     * The node exporter image: its /bin/node_exporter runs (prom/node-exporter); unset: `image`. Rule: image
+     * reference: `^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$`.
+     */
+    nodeExporterImage?: string;
+    /**
+     * registry: each host pulls the images; host: they are on the head already and are copied to the other hosts as
+     * image.distribution says. Rule: one of `registry`, `host`. Default: registry.
+     */
+    source?: string;
+    /**
+     * Where Prometheus listens on the head: loopback (reach it through an ssh tunnel) or the head's fabric IP. Never
+     * the management network. Rule: one of `loopback`, `fabric`. Default: loopback.
+     */
+    listen?: string;
+    /**
+     * Prometheus's port on the head. Rule: 1..65535 (TCP port); distinct from every other port opened on its host
+     * (nodes[].sshPort, the backend's ports); outside ray.minWorkerPort..maxWorkerPort (backend ray). Default: 9090.
+     */
+    port?: number;
+    /**
+     * The node exporter's port, on each host's fabric IP (Prometheus scrapes it over the fabric). Rule: 1..65535
+     * (TCP port); distinct from every other port opened on its host (nodes[].sshPort, the backend's ports); outside
+     * ray.minWorkerPort..maxWorkerPort (backend ray). Default: 9100.
+     */
+    nodeExporterPort?: number;
+    /** Seconds between two scrapes of every target. Rule: 1..3600 (seconds, at most an hour). Default: 15. */
+    scrapeIntervalSeconds?: number;
+    /**
+     * How long Prometheus keeps samples (its --storage.tsdb.retention.time), in a Docker volume on the head. Rule:
+     * duration (a number and h, d, w or y, e.g. 15d): `^[1-9][0-9]{0,5}[hdwy]$`. Default: 15d.
+     */
+    retention?: string;
 }

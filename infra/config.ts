@@ -13,6 +13,7 @@ export type { Backend, ClusterConfig } from "./configSchema/cluster";
 export type { GpuRuntime, NodeConfig } from "./configSchema/nodes";
 export type { ImageConfig, ImageSource, MemoryGuardConfig, ModelConfig, NativeConfig, RayConfig, SshConfig } from "./configSchema/sections";
 export type { ServeConfig } from "./configSchema/serve";
+export type { MonitoringConfig } from "./configSchema/monitoring";
 export { isIPv4, isValidSshHost } from "./configSchema/fields";
 export { MANAGED_ENV } from "./configSchema/nodes";
 export { MANAGED_SERVE_FLAGS } from "./configSchema/serve";

@@ -17,6 +17,10 @@ export interface ContainerNames {
     rayHead: string;
     rayWorker: string;
     serve: string;
+    /** With `monitoring`: Prometheus on the head. */
+    prometheus: string;
+    /** With `monitoring`: the node exporter on every host. */
+    nodeExporter: string;
 }
 
 /**
@@ -24,7 +28,13 @@ export interface ContainerNames {
  * the same cluster on a host fails loudly while a cluster with another name runs beside it.
  */
 export function containerNames(cluster: string): ContainerNames {
-    return { rayHead: `${cluster}-ray-head`, rayWorker: `${cluster}-ray-worker`, serve: `${cluster}-serve` };
+    return {
+        rayHead: `${cluster}-ray-head`,
+        rayWorker: `${cluster}-ray-worker`,
+        serve: `${cluster}-serve`,
+        prometheus: `${cluster}-prometheus`,
+        nodeExporter: `${cluster}-node-exporter`,
+    };
 }
 
 export const LABEL_PREFIX = "vllm-cluster.";
@@ -61,7 +71,9 @@ export const LABEL = {
     modelDigest: "vllm-cluster.model-sha256",
 } as const;
 
-export type Role = "ray-head" | "ray-worker" | "serve";
+/** The roles of a project container: three run the model (ROLES); `monitoring` (Prometheus, node exporter) holds no GPU. */
+export type Role = "ray-head" | "ray-worker" | "serve" | "monitoring";
+/** The roles that run part of the model (GPU, NCCL, Ray). */
 export const ROLES: readonly Role[] = ["ray-head", "ray-worker", "serve"];
 export const RAY_ROLES: readonly Role[] = ["ray-head", "ray-worker"];
 
@@ -85,13 +97,15 @@ export interface PortSettings {
     dashboardAgentPort?: number;
     autoscalerMetricsPort?: number;
     dashboardMetricsPort?: number;
+    prometheusPort?: number;
+    nodeExporterPort?: number;
 }
 
 /**
  * The one port map: where each port setting is in the config (section and key). The schema's clash checks, the
  * containers' `ports` labels and preflight's free-port check all read the ports through it.
  */
-const PORT_KEYS: Record<keyof PortSettings, [section: "serve" | "ray" | "native", key: string]> = {
+const PORT_KEYS: Record<keyof PortSettings, [section: keyof PortSections, key: string]> = {
     servePort: ["serve", "port"],
     gcsPort: ["ray", "gcsPort"],
     dashboardPort: ["ray", "dashboardPort"],
@@ -105,6 +119,8 @@ const PORT_KEYS: Record<keyof PortSettings, [section: "serve" | "ray" | "native"
     dashboardAgentPort: ["ray", "dashboardAgentPort"],
     autoscalerMetricsPort: ["ray", "autoscalerMetricsPort"],
     dashboardMetricsPort: ["ray", "dashboardMetricsPort"],
+    prometheusPort: ["monitoring", "port"],
+    nodeExporterPort: ["monitoring", "nodeExporterPort"],
 };
 
 /** A config's sections as portSettingsOf reads them; a section or port may be missing while a config is judged. */
@@ -112,6 +128,7 @@ export interface PortSections {
     serve?: object;
     ray?: object;
     native?: object;
+    monitoring?: object;
 }
 
 /** The ports a config sets (a valid config sets every one; a config being judged may leave some undefined). */
@@ -142,7 +159,7 @@ export interface PortClaim {
 }
 
 /** Which container of a backend: the Ray head, a Ray worker, serve next to the Ray head, or a native rank. */
-export type ContainerKind = "ray-head" | "ray-worker" | "ray-serve" | "native-rank0" | "native-headless";
+export type ContainerKind = "ray-head" | "ray-worker" | "ray-serve" | "native-rank0" | "native-headless" | "prometheus" | "node-exporter";
 
 const PORTS_OF: Record<ContainerKind, [name: string, setting: keyof PortSettings][]> = {
     "ray-head": [
@@ -162,6 +179,8 @@ const PORTS_OF: Record<ContainerKind, [name: string, setting: keyof PortSettings
     ],
     // headless ranks only dial rank 0
     "native-headless": [],
+    prometheus: [["prometheus", "prometheusPort"]],
+    "node-exporter": [["node-exporter", "nodeExporterPort"]],
 };
 
 /** The host ports one container listens on (all containers use host networking). */
@@ -176,17 +195,21 @@ export function containerPorts(kind: ContainerKind, p: PortSettings): PortClaim[
     return out;
 }
 
-/** The containers a backend runs on the head host and on every other host. */
-export function nodeContainers(backend: Backend, isHead: boolean): ContainerKind[] {
+/**
+ * The containers a backend runs on the head host and on every other host; with `monitoring`, a node exporter on
+ * every host and Prometheus on the head as well.
+ */
+export function nodeContainers(backend: Backend, isHead: boolean, monitoring = false): ContainerKind[] {
+    const extra: ContainerKind[] = monitoring ? (isHead ? ["prometheus", "node-exporter"] : ["node-exporter"]) : [];
     if (backend === "native") {
-        return [isHead ? "native-rank0" : "native-headless"];
+        return [isHead ? "native-rank0" : "native-headless", ...extra];
     }
-    return isHead ? ["ray-head", "ray-serve"] : ["ray-worker"];
+    return [...(isHead ? (["ray-head", "ray-serve"] as const) : (["ray-worker"] as const)), ...extra];
 }
 
-/** Every host port the project's containers listen on on one host. */
-export function nodePorts(backend: Backend, isHead: boolean, p: PortSettings): PortClaim[] {
-    return nodeContainers(backend, isHead).flatMap((kind) => containerPorts(kind, p));
+/** Every host port the project's containers listen on on one host (`monitoring`: the monitoring section is set). */
+export function nodePorts(backend: Backend, isHead: boolean, p: PortSettings, monitoring = false): PortClaim[] {
+    return nodeContainers(backend, isHead, monitoring).flatMap((kind) => containerPorts(kind, p));
 }
 
 /** The `ports` label value of a container: name -> port. */

@@ -33,3 +33,4 @@ export const modelCommit = cluster.modelCommit;
 export const status = cluster.status;
 export const launch = cluster.launch;
 export const watchdog = cluster.watchdog;
+export const monitoring = cluster.monitoring;

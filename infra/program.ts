@@ -1,4 +1,5 @@
 import * as pulumi from "@pulumi/pulumi";
+import { Monitoring } from "../components/monitoring";
 import { RayHead } from "../components/rayHead";
 import { RayWorker } from "../components/rayWorker";
 import { NativeServe, RayServe, ServeEndpoint } from "../components/serveEndpoint";
@@ -43,6 +44,8 @@ export interface ClusterOutputs {
     launch: pulumi.Output<LaunchTimings>;
     /** The serve watchdog's last restart of the running server; "none". */
     watchdog: pulumi.Output<string>;
+    /** How to reach Prometheus (monitoring), or that none runs. */
+    monitoring: string;
 }
 
 /** What both backends' graphs take: the config, the hosts, the API key and how to build a container's input. */
@@ -61,7 +64,10 @@ interface GraphContext {
     prefix: string;
 }
 
-type BackendOutputs = Pick<ClusterOutputs, "endpoint" | "apiKey" | "rayDashboard" | "clusterFingerprint" | "launch" | "watchdog">;
+type BackendOutputs = Pick<ClusterOutputs, "endpoint" | "apiKey" | "rayDashboard" | "clusterFingerprint" | "launch" | "watchdog"> & {
+    /** The serve component: what Prometheus starts after. */
+    serve: ServeEndpoint;
+};
 
 /**
  * Builds the whole resource graph from a validated config (`secrets`: which free-form values came from secret config,
@@ -121,10 +127,14 @@ export function buildCluster(
                 at,
             ),
     };
+    const { serve, ...backend } = cfg.backend === "native" ? buildNative(ctx) : buildRay(ctx);
+    const monitoring =
+        cfg.monitoring && new Monitoring(`${prefix}monitoring`, { cfg, stack, cluster, nodes: [...hosts.values()], after: [serve] }, at);
     return {
         ...describedOutputs(cfg, stack, cluster),
         modelCommit: model?.hubCommit,
-        ...(cfg.backend === "native" ? buildNative(ctx) : buildRay(ctx)),
+        ...backend,
+        monitoring: monitoring ? monitoring.prometheus : "none (monitoring is not set)",
     };
 }
 
@@ -136,6 +146,7 @@ function buildNative({ cfg, endpoint }: GraphContext): BackendOutputs {
         masterPort: cfg.native.masterPort,
     });
     return {
+        serve,
         endpoint: serve.endpoint,
         apiKey: serve.apiKey,
         launch: serve.launch,
@@ -171,6 +182,7 @@ function buildRay(ctx: GraphContext): BackendOutputs {
     });
     const serve = endpoint([cfg.head], { kind: "ray", rayHead, fingerprint: ready.fingerprint, nodes: rayNodes(cfg) });
     return {
+        serve,
         endpoint: serve.endpoint,
         apiKey: serve.apiKey,
         launch: serve.launch,

@@ -26,7 +26,9 @@ export const gpuContainersHostIpc: ResourceValidationPolicy = {
     validateResource: (args, reportViolation) => {
         if (args.type !== CONTAINER_TYPE) return;
         const c = viewContainer(args.props, args.urn, args.name);
-        if (managedRole(c) === undefined) return;
+        // the monitoring containers (Prometheus, node exporter) hold no GPU and use neither NCCL nor Ray
+        const role = managedRole(c);
+        if (role === undefined || role === "monitoring") return;
         const cfg = { ...gpuContainersHostIpcDefaults, ...args.getConfig<Partial<GpuContainersHostIpcConfig>>() };
         const who = describe(c);
 

@@ -36,6 +36,8 @@ export const unifiedMemoryGuarded: ResourceValidationPolicy = {
             );
         }
 
+        // the monitoring containers run no model: a ceiling bounds them, and the guard's floor stops the model's
+        if (managedRole(c) === "monitoring") return;
         const words = argv(c);
         if (words === UNKNOWN) return;
         const floors = (words ?? []).filter((w): w is string => typeof w === "string" && w.startsWith(FLOOR_ARG));

@@ -36,6 +36,7 @@ const INTERFACE_NAMES = {
     ssh: "SshOptions",
     distribution: "DistributionOptions",
     memoryGuard: "MemoryGuardOptions",
+    monitoring: "MonitoringOptions",
 };
 
 /** The component's own arguments besides the config's: the secrets, as Inputs, and which free-form values are secret. */

@@ -152,5 +152,6 @@ Use the stack from this shell (the tiny model's name is $model):
   pulumi refresh                           # compare the state with the hosts
   npm run status -- --stack $STACK          # each host's containers, memory, Ray, what vLLM serves
   npm run bench:serve -- --stack $STACK --protocol smoke   # vLLM's serving benchmark (20 s here)
+  pulumi stack output monitoring           # Prometheus on spark-1: the ssh tunnel to open it in a browser
 Tear down:  npm run demo -- down
 EOF

@@ -17,6 +17,27 @@ require("./tsRequire").register();
 const { allBlocks } = require("./docBlocks");
 const { stale, write } = require("../tests/lib/docBlock");
 const { accept } = require("../tests/lib/results");
+const fs = require("fs");
+const path = require("path");
+const { dashboardFiles } = require("./dashboards");
+
+const ROOT = path.join(__dirname, "..");
+
+/**
+ * The dashboard files (setup/dashboards.js) that differ from what is written; with `write`, rewritten.
+ * @param {boolean} write
+ */
+function dashboards(write) {
+    const out = [];
+    for (const f of dashboardFiles()) {
+        const file = path.join(ROOT, f.path);
+        const now = fs.existsSync(file) ? fs.readFileSync(file, "utf8") : undefined;
+        if (now === f.text) continue;
+        out.push(f.path);
+        if (write) fs.writeFileSync(file, f.text);
+    }
+    return out;
+}
 
 const USAGE = "usage: npm run docs [-- --check | --accept DIR]";
 
@@ -25,8 +46,10 @@ function main(argv) {
     if (argv[0] === "--check" && argv.length === 1) {
         const old = stale(allBlocks());
         for (const b of old) console.error(`docs: ${b.page}: the ${b.name} block is not what its generator renders (npm run docs)`);
-        if (old.length === 0) console.log("docs: every generated block is current");
-        return old.length === 0 ? 0 : 1;
+        const boards = dashboards(false);
+        for (const f of boards) console.error(`docs: ${f} is not what setup/dashboards.js renders (npm run docs)`);
+        if (old.length === 0 && boards.length === 0) console.log("docs: every generated block is current");
+        return old.length === 0 && boards.length === 0 ? 0 : 1;
     }
     if (argv[0] === "--accept" && argv.length === 2) {
         const r = accept(argv[1]);
@@ -40,7 +63,7 @@ function main(argv) {
         console.error(USAGE);
         return 2;
     }
-    const changed = write(allBlocks());
+    const changed = [...write(allBlocks()), ...dashboards(true)];
     console.log(changed.length === 0 ? "docs: every generated block was already current" : `docs: rewrote ${changed.join(", ")}`);
     return 0;
 }

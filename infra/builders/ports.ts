@@ -4,5 +4,5 @@ import { nodePorts, portNumbers, portSettingsOf } from "../contract";
 
 /** The host ports the backend's containers will listen on on `node`: preflight fails if another process holds one. */
 export function nodeListenPorts(cfg: ClusterConfig, node: NodeConfig): number[] {
-    return portNumbers(nodePorts(cfg.backend, node.name === cfg.head.name, portSettingsOf(cfg)));
+    return portNumbers(nodePorts(cfg.backend, node.name === cfg.head.name, portSettingsOf(cfg), cfg.monitoring !== undefined));
 }

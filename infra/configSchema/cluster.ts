@@ -1,9 +1,10 @@
 /** The whole `vllm-cluster` namespace: its sections, the rules across sections, and the derived cluster shape. */
 import { z } from "zod";
 import { PortClaim, nodePorts, portSettingsOf } from "../contract";
-import { hostDir, isObject, oneOf, quote, requiredSection, section, withDefault } from "./fields";
+import { hostDir, isObject, oneOf, optional, quote, requiredSection, section, withDefault } from "./fields";
 import { NodeConfig, headIndex, nodeFields, nodesSchema, writtenRole } from "./nodes";
 import { evenIfInvalid, problem, valid, validFields } from "./rules";
+import { monitoringFields, monitoringSchema } from "./monitoring";
 import { serveFields, serveSchema } from "./serve";
 import {
     ImageConfig,
@@ -40,6 +41,10 @@ export const clusterFields = {
         "Keeps the program's containers from exhausting a host's memory: a ceiling per container, and a floor of the host's " +
             "MemAvailable below which the guard stops them.",
     ),
+    monitoring: optional(monitoringSchema).describe(
+        "Prometheus on the head and a node exporter on every host, scraping vLLM, Ray and the hosts over the fabric; " +
+            "Grafana dashboards ship in infra/dashboards (docs/monitoring.md). Unset: none runs.",
+    ),
     stateDir: withDefault(hostDir(), "/var/lib/vllm-cluster").meta({
         description:
             "Per-host state, on disk (preflight refuses a tmpfs): the key and token files, the containers' /tmp, the compile " +
@@ -63,6 +68,7 @@ function partsOf(config: unknown) {
         serve: validFields(serveFields, top.serve),
         ray: validFields(rayFields, top.ray),
         native: validFields(nativeFields, top.native),
+        monitoring: isObject(top.monitoring) ? validFields(monitoringFields, top.monitoring) : undefined,
         backend: valid(clusterFields.backend, top.backend),
     };
 }
@@ -125,7 +131,10 @@ function portsDoNotClash(p: Parts, ctx: z.RefinementCtx): void {
         }
         const claims = [
             { key: `nodes[${i}].sshPort`, path: ["nodes", i, "sshPort"], port: n.sshPort },
-            ...inBlameOrder(nodePorts(backend, i === p.head, settings)).map((c) => ({ ...c, path: c.key.split(".") })),
+            ...inBlameOrder(nodePorts(backend, i === p.head, settings, p.monitoring !== undefined)).map((c) => ({
+                ...c,
+                path: c.key.split("."),
+            })),
         ];
         const seen = new Map<number, string>();
         for (const { key, path, port } of claims) {
@@ -171,7 +180,7 @@ function portsClearOfRayWorkers(p: Parts, ctx: z.RefinementCtx): void {
     p.nodes.forEach((n, i) => {
         const claims = [
             ...(n?.sshPort === undefined ? [] : [{ key: `nodes[${i}].sshPort`, port: n.sshPort }]),
-            ...nodePorts("ray", i === p.head, settings),
+            ...nodePorts("ray", i === p.head, settings, p.monitoring !== undefined),
         ];
         for (const { key, port } of claims) {
             if (port >= lo && port <= hi && !seen.has(key)) {
@@ -216,6 +225,8 @@ function assemble(c: z.output<typeof sectionsSchema>) {
         ssh: c.ssh,
         distribution: c.distribution,
         memoryGuard: c.memoryGuard,
+        /** Unset: no monitoring container runs. */
+        monitoring: c.monitoring,
         stateDir: c.stateDir,
         backend: c.backend,
     };

@@ -23,7 +23,7 @@ import {
 import { SHM_RE } from "./serve";
 import { evenIfInvalid, problem, validFields } from "./rules";
 
-const IMAGE_REF_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$/;
+export const IMAGE_REF_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$/;
 
 const BUILD_ARG_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 

@@ -175,7 +175,7 @@ export function label(c: ContainerView, key: string): Maybe<string> {
 export function managedRole(c: ContainerView): Role | undefined {
     if (label(c, LABEL.managed) !== "true") return undefined;
     const role = label(c, LABEL.role);
-    return role === "ray-head" || role === "ray-worker" || role === "serve" ? role : undefined;
+    return role === "ray-head" || role === "ray-worker" || role === "serve" || role === "monitoring" ? role : undefined;
 }
 
 /** The view of a resource that is one of this project's serve containers (a rank of either backend); else undefined. */

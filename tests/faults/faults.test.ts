@@ -844,7 +844,7 @@ test("unreachable host: up --refresh fails within 60 s naming it; when it return
         viewHost(j, head)
             .containers.map((c) => c.name)
             .sort(),
-    ).toEqual([CONTAINER.serve, CONTAINER.rayHead].sort());
+    ).toEqual([CONTAINER.serve, CONTAINER.rayHead, CONTAINER.prometheus, CONTAINER.nodeExporter].sort());
     const text = await statusView(p, STACK);
     expect(text.stdout).toContain(`\n${worker} (worker, root@10.231.0.12): UNREACHABLE: `);
     row(

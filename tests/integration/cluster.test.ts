@@ -4,11 +4,16 @@
  * tests/integration/run.sh (root, testbed up, toolchain on PATH), never by the unit run.
  */
 import { X509Certificate } from "crypto";
+import { spawn } from "child_process";
 import * as fs from "fs";
+import * as os from "os";
+import * as path from "path";
 import * as tls from "tls";
 import { RAY_TOKEN_ENV } from "../../infra/builders/containers";
 import { RAY_TOKEN_CONTAINER_PATH, apiKeyHostPath, compileCacheHostDir, nodeStateDir, rayTokenHostPath } from "../../infra/builders/node";
 import { shellQuote } from "../../infra/builders/quote";
+import { sshOptions } from "../../infra/builders/ssh";
+import { colouredPixels, decodePng } from "../lib/png";
 import { CONTAINER, LABEL } from "../../infra/contract";
 import { serveArgsCheckCommand } from "../../infra/builders/serveArgsCheck";
 import { serveArgsCheckProvider } from "../../infra/providers/serveArgsCheck";
@@ -31,6 +36,9 @@ import { HANDOFF, expectNothingLeft, handOver } from "./handoff";
 import { Hosts, runArgv, sharedSshSocketDir, sshdAccepted, sshdLogMarks, sshdTrafficSince, stackConfig, waitFor } from "./hosts";
 import { Answer, greedyAnswer, tp1Reference } from "./reference";
 import { chat, completionTokens, ensureServing, mergeTimings, request } from "./support";
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { DASHBOARDS } = require("../../setup/dashboards") as { DASHBOARDS: { panels: { title: string; queries: { expr: string }[] }[] }[] };
 
 const STACK = "local";
 const TESTBED = process.env.VCL_TESTBED_DIR ?? "/var/lib/vllm-cluster-testbed";
@@ -207,6 +215,126 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
         expect(metrics.body).toMatch(/^vllm:request_success_total\{.*\} [1-9]/m);
         expect(metrics.body).toMatch(/^vllm:prompt_tokens_total\{.*\} [1-9]/m);
     }, 300_000);
+
+    test("monitoring: every target up; a completion's tokens in PromQL; every dashboard panel has data; the graph renders in headless Chromium", async () => {
+        await serving();
+        const m = hosts.cfg.monitoring!;
+        // Prometheus's HTTP API on the head's loopback, where it listens (a user on the head, or at the end of the tunnel)
+        const api = async <T>(query: string): Promise<T> => {
+            const out = await hosts.must(head, ["curl", "-sS", "--fail", "--max-time", "10", `http://127.0.0.1:${m.port}${query}`]);
+            return (JSON.parse(out) as { data: T }).data;
+        };
+        const value = async (expr: string): Promise<{ metric: Record<string, string>; value: [number, string] }[]> =>
+            (
+                await api<{ result: { metric: Record<string, string>; value: [number, string] }[] }>(
+                    `/api/v1/query?query=${encodeURIComponent(expr)}`,
+                )
+            ).result;
+        // Prometheus listens on loopback only: not on the management address
+        expect(
+            (await hosts.on(head, ["curl", "-sS", "--max-time", "5", `http://${hosts.node(head).sshHost}:${m.port}/-/ready`])).code,
+        ).not.toBe(0);
+
+        type Target = { labels: Record<string, string>; health: string; lastError: string; scrapeUrl: string };
+        let targets: Target[] = [];
+        await waitFor(
+            "every Prometheus target up",
+            async () => {
+                targets = (await api<{ activeTargets: Target[] }>("/api/v1/targets")).activeTargets;
+                return targets.length === 6 && targets.every((t) => t.health === "up");
+            },
+            90_000,
+            2000,
+        ).catch((e: Error) => {
+            throw new Error(`${e.message}: ${JSON.stringify(targets.map((t) => [t.scrapeUrl, t.health, t.lastError]))}`);
+        });
+        const jobs = targets.map((t) => `${t.labels.job} ${t.labels.node}`).sort();
+        expect(jobs).toEqual(["node spark-1", "node spark-2", "prometheus spark-1", "ray spark-1", "ray spark-2", "vllm spark-1"]);
+        // the node exporters and Ray on the fabric, vLLM over TLS
+        expect(
+            targets.filter((t) => t.labels.job === "node" || t.labels.job === "ray").every((t) => /\/\/10\.232\.0\.\d+:/.test(t.scrapeUrl)),
+        ).toBe(true);
+        expect(targets.find((t) => t.labels.job === "vllm")!.scrapeUrl).toMatch(/^https:\/\//);
+
+        // a completion's tokens reach Prometheus
+        const tokens = async () => Number((await value("sum(vllm:generation_tokens_total)"))[0]?.value[1] ?? "0");
+        const before = await tokens();
+        const answer = await chat(endpoint, model, apiKey, 12);
+        expect(answer.status).toBe(200);
+        const generated = completionTokens(answer);
+        expect(generated).toBeGreaterThan(0);
+        await waitFor("the completion's tokens in Prometheus", async () => (await tokens()) >= before + generated, 60_000, 1000);
+
+        // every query of every dashboard returns data (a panel naming a series no target exports would be empty)
+        await waitFor("a scrape after the completion", async () => (await value("sum(vllm:num_requests_running)")).length > 0, 30_000);
+        await new Promise((r) => setTimeout(r, (m.scrapeIntervalSeconds + 1) * 1000 * 2));
+        const empty: string[] = [];
+        for (const d of DASHBOARDS) {
+            for (const panel of d.panels) {
+                for (const q of panel.queries) {
+                    const r = await value(q.expr);
+                    if (r.length === 0) empty.push(`${panel.title}: ${q.expr}`);
+                }
+            }
+        }
+        expect(empty).toEqual([]);
+        const budget = await value("vllm_cluster_container_starts");
+        expect(budget.map((s) => `${s.metric.node} ${s.metric.container}`).sort()).toEqual(
+            expect.arrayContaining([`spark-1 ${CONTAINER.serve}`, `spark-1 ${CONTAINER.rayHead}`, `spark-2 ${CONTAINER.rayWorker}`]),
+        );
+
+        // the Prometheus UI's graph of a vLLM metric, through the ssh tunnel the stack output names, in headless Chromium
+        const shots = process.env.VCL_RESULTS_DIR ?? fs.mkdtempSync(path.join(os.tmpdir(), "vcl-monitoring-"));
+        fs.mkdirSync(shots, { recursive: true });
+        const local = 19090;
+        const tunnel = spawn(
+            "ssh",
+            [
+                ...sshOptions(hosts.target(head)),
+                "-o",
+                "ExitOnForwardFailure=yes",
+                "-N",
+                "-L",
+                `${local}:127.0.0.1:${m.port}`,
+                "--",
+                `root@${hosts.node(head).sshHost}`,
+            ],
+            { stdio: "ignore" },
+        );
+        try {
+            await waitFor(
+                "the ssh tunnel to Prometheus",
+                async () => (await runArgv(["curl", "-sf", `http://127.0.0.1:${local}/-/ready`])).code === 0,
+                20_000,
+                500,
+            );
+            const shot = async (file: string, expr: string) => {
+                const url = `http://127.0.0.1:${local}/graph?g0.expr=${encodeURIComponent(expr)}&g0.tab=0&g0.range_input=5m`;
+                const r = await runArgv(
+                    [
+                        "chromium",
+                        "--headless",
+                        "--no-sandbox",
+                        "--disable-gpu",
+                        "--hide-scrollbars",
+                        "--window-size=1280,900",
+                        "--virtual-time-budget=15000",
+                        `--screenshot=${file}`,
+                        url,
+                    ],
+                    { timeoutMs: 120_000 },
+                );
+                if (r.code !== 0 || !fs.existsSync(file)) throw new Error(`chromium exit ${r.code}: ${r.stderr.slice(-800)}`);
+                return colouredPixels(decodePng(fs.readFileSync(file)));
+            };
+            const plot = await shot(path.join(shots, "monitoring-graph.png"), "sum(rate(vllm:generation_tokens_total[1m]))");
+            const none = await shot(path.join(shots, "monitoring-graph-empty.png"), "vllm:no_such_series");
+            // the same page with a query that returns nothing: what the plot adds is the line and its legend
+            expect(plot - none).toBeGreaterThan(300);
+        } finally {
+            tunnel.kill();
+        }
+    }, 600_000);
 
     test("HTTPS only: the certificate served is the stack's and names the head; plain HTTP gets no answer from the API", async () => {
         await serving();

@@ -153,6 +153,15 @@ export function editConfig(p: Project, edit: (cfg: Record<string, unknown>) => v
     fs.writeFileSync(p.stackFile, yaml.dump(doc, { lineWidth: 200 }));
 }
 
+/**
+ * The stack without its `monitoring` section: for the files whose cluster is not about monitoring (the `local`
+ * stack sets it for the demo and the backend-ray file, which tests it), so their ups do not spend time on it, and
+ * those on hosts 3 and 4 (which hold no monitoring image) can run.
+ */
+export function withoutMonitoring(p: Project): void {
+    editConfig(p, (c) => delete c.monitoring);
+}
+
 /** What one engine operation did: the step per resource (by logical name), outputs, time, and the log. */
 export interface OpResult {
     ok: boolean;

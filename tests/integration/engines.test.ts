@@ -14,7 +14,18 @@
 import * as path from "path";
 import { CONTAINER } from "../../infra/contract";
 import { imageChainProvider } from "../../infra/providers/imageChain";
-import { Project, changed, destroy, editConfig, expectOk, openProject, removeProject, stateResources, up } from "./engine";
+import {
+    Project,
+    changed,
+    destroy,
+    editConfig,
+    expectOk,
+    openProject,
+    removeProject,
+    stateResources,
+    up,
+    withoutMonitoring,
+} from "./engine";
 import { expectNothingLeft } from "./handoff";
 import { Hosts, runArgv, sshdAccepted, stackConfig } from "./hosts";
 import { chat, completionTokens, mergeTimings } from "./support";
@@ -86,6 +97,7 @@ beforeAll(async () => {
     await testbed(["up", "3", "--engine", ENGINES]);
     timings["engines: testbed up (20.10, 28 containerd x2)"] = seconds(t0);
     p = await openProject("local", "vcl-engines-");
+    withoutMonitoring(p);
     editConfig(p, (c) => {
         const model = c.model as Record<string, unknown>;
         model.hostPath = `${model.hostPath}-h6`;

@@ -12,7 +12,20 @@ import * as os from "os";
 import * as path from "path";
 import { HUB_DOWNLOAD_CONTAINER } from "../../infra/builders/hub";
 import { HubStandin, startHubStandin } from "../lib/hubStandin";
-import { Project, changed, cliExport, destroy, editConfig, expectOk, openProject, preview, removeProject, stepSeconds, up } from "./engine";
+import {
+    Project,
+    changed,
+    cliExport,
+    destroy,
+    editConfig,
+    expectOk,
+    openProject,
+    preview,
+    removeProject,
+    stepSeconds,
+    up,
+    withoutMonitoring,
+} from "./engine";
 import { Hosts, runArgv, stackConfig, waitFor } from "./hosts";
 import { chat, mergeTimings } from "./support";
 
@@ -94,6 +107,7 @@ beforeAll(async () => {
     corruptedCommit = ready.commits[CORRUPTED];
 
     p = await openProject("local", "vcl-it-hub-");
+    withoutMonitoring(p);
     hosts = new Hosts(stackConfig(p.stackFile));
     // each host's own directory: spark-2 sees only what the model chain copies to it
     hostPath = path.posix.join(TESTBED, "own", "models", "hub-tiny-qwen2");

@@ -17,7 +17,20 @@
 import * as fs from "fs";
 import * as path from "path";
 import { CONTAINER } from "../../infra/contract";
-import { OpResult, Project, changed, destroy, editConfig, expectOk, openProject, preview, removeProject, stepSeconds, up } from "./engine";
+import {
+    OpResult,
+    Project,
+    changed,
+    destroy,
+    editConfig,
+    expectOk,
+    openProject,
+    preview,
+    removeProject,
+    stepSeconds,
+    up,
+    withoutMonitoring,
+} from "./engine";
 import { Hosts, runArgv, stackConfig } from "./hosts";
 import { chat, completionTokens, mergeTimings } from "./support";
 
@@ -113,6 +126,7 @@ beforeAll(async () => {
     const tb = await runArgv(["tests/testbed/testbed", "up", "3"], { timeoutMs: 1_200_000 });
     if (tb.code !== 0) throw new Error(`testbed up 3: ${tb.stderr}`);
     p = await openProject(STACK, "vcl-it-build-");
+    withoutMonitoring(p);
     // inside the project (the config refuses a context outside it): the project copy's own directory
     context = path.join(p.dir, "build-context");
     fs.mkdirSync(context);

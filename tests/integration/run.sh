@@ -58,6 +58,12 @@ else
   testbed_stage integration 2 || exit 1
 fi
 
+# the monitoring test looks at Prometheus's graph in headless Chromium (backend ray's file)
+if [[ $part == ray || $part == all ]]; then
+  timeout --foreground 1500 tests/testbed/testbed packages --browser ||
+    { echo "integration ($part): FAILED: installing chromium (testbed packages --browser)" >&2; exit 1; }
+fi
+
 # one file per part: `side` may run beside another part
 timings="${TMPDIR:-/tmp}/vllm-cluster-integration-timings-$part.json"
 rm -f "$timings"

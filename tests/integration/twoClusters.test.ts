@@ -7,7 +7,7 @@
 import * as path from "path";
 import { apiKeyHostPath, clusterStateDir } from "../../infra/builders/node";
 import { CONTAINER, LABEL, containerNames } from "../../infra/contract";
-import { Project, changed, destroy, editConfig, expectOk, openProject, preview, removeProject, up } from "./engine";
+import { Project, changed, destroy, editConfig, expectOk, openProject, preview, removeProject, up, withoutMonitoring } from "./engine";
 import { Hosts, stackConfig } from "./hosts";
 import { chat, completionTokens, mergeTimings } from "./support";
 
@@ -48,6 +48,7 @@ const withoutIds = (cs: string[]) => cs.map((c) => c.split(" ").slice(0, 4).join
 
 beforeAll(async () => {
     first = await openProject("local", "vcl-it-two-a-");
+    withoutMonitoring(first);
     hosts = new Hosts(stackConfig(first.stackFile));
     // The second stack: the native backend's settings with the first one's model (on every host already), its own
     // cluster name, serve port and rendezvous port; everything else as the testbed's stacks have it.

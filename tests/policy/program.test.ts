@@ -52,6 +52,24 @@ describe("policy pack against the program's containers (spark stack, backend ray
         expect(await runPack(await programContainers("spark", pinned))).toEqual([]);
     });
 
+    it("finds nothing wrong with the monitoring containers (pinned): no GPU, a ceiling, no host path but their own", async () => {
+        const monitoring = (raw: Raw) => {
+            pinned(raw);
+            raw.monitoring = { image: `prom/prometheus${DIGEST}`, nodeExporterImage: `prom/node-exporter${DIGEST}` };
+        };
+        const containers = await programContainers("spark", monitoring);
+        expect(containers.map((c) => c.name)).toEqual(
+            expect.arrayContaining(["monitoring-prometheus", "monitoring-node-exporter-spark-1"]),
+        );
+        expect(await runPack(containers)).toEqual([]);
+        // a tag-only monitoring image is flagged like the cluster's own
+        const tagged = await runPack(
+            await programContainers("spark", (raw) => (pinned(raw), (raw.monitoring = { image: "prom/prometheus:v2.53.0" }))),
+        );
+        expect(tagged.map((x) => x.policy)).toEqual(["image-pinned"]);
+        expect(tagged[0].message).toContain("prom/prometheus:v2.53.0");
+    });
+
     it("flags what the bad fixture stack configures: util 0.93 on unified memory and a tag-only image", async () => {
         const v = await runPack(await programContainers("spark", (raw) => (raw.serve.gpuMemoryUtilization = 0.93)));
         expect(v.map((x) => x.policy).sort()).toEqual(["gpu-memory-utilization", "image-pinned"]);

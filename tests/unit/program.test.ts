@@ -49,8 +49,15 @@ const T = {
     ready: "vllm-cluster:index:ClusterReady",
     serve: "vllm-cluster:index:ServeEndpoint",
     container: "docker:index/container:Container",
+    volume: "docker:index/volume:Volume",
+    monitoring: "vllm-cluster:index:Monitoring",
     password: "random:index/randomPassword:RandomPassword",
 };
+
+/** The containers that run the model (Ray and serve), not the monitoring ones. */
+function modelContainers(run: Run): Rec[] {
+    return run.resources.filter((x) => x.type === T.container && labelsOf(x)["vllm-cluster.role"] !== "monitoring");
+}
 
 function get(run: Run, name: string): Rec {
     const r = run.byName.get(name);
@@ -130,6 +137,23 @@ function expectedGraph(cfg: ClusterConfig): [string, string, string, string][] {
         ["serve-readiness", T.dynamic, "serve", ""],
     );
     if (cfg.serve.tls) rows.push(["serve-tls-cert-file", T.dynamic, "serve", ""], ["serve-tls-key-file", T.dynamic, "serve", ""]);
+    if (cfg.monitoring) {
+        // its own image distribution (one reference here), a node exporter per host, Prometheus and its volume on the head
+        rows.push(["monitoring", T.monitoring, "", ""], ["monitoring-image", T.image, "monitoring", ""]);
+        if (cfg.image.distribution === "chain" && cfg.monitoring.source !== "registry" && cfg.nodes.length > 1) {
+            rows.push(["monitoring-image-chain", T.presence, "monitoring-image", ""]);
+        }
+        for (const n of cfg.nodes) {
+            rows.push(
+                [`monitoring-image-${n.name}`, T.presence, "monitoring-image", ""],
+                [`monitoring-node-exporter-${n.name}`, T.container, "monitoring", `${n.name}-docker`],
+            );
+        }
+        rows.push(
+            ["monitoring-prometheus", T.container, "monitoring", `${cfg.head.name}-docker`],
+            ["monitoring-prometheus-data", T.volume, "monitoring", `${cfg.head.name}-docker`],
+        );
+    }
     return rows.sort((a, b) => a[0].localeCompare(b[0]));
 }
 
@@ -170,11 +194,12 @@ describe.each(["local", "spark", "four-node"])("%s stack: resource graph", (stac
         const got = runs[stack].resources.map((r) => [r.name, r.type, r.parent, r.provider]);
         expect(got).toEqual(expectedGraph(configs[stack]));
         const containers = runs[stack].resources.filter((r) => r.type === T.container);
-        expect(containers).toHaveLength(configs[stack].nodes.length + 1);
+        const monitoring = configs[stack].monitoring ? configs[stack].nodes.length + 1 : 0;
+        expect(containers).toHaveLength(configs[stack].nodes.length + 1 + monitoring);
     });
 
     test("containers: fixed names, host network and IPC, explicit entrypoint, bounded restarts, deleteBeforeReplace", () => {
-        for (const r of runs[stack].resources.filter((x) => x.type === T.container)) {
+        for (const r of modelContainers(runs[stack])) {
             expect(["vllm-ray-head", "vllm-ray-worker", "vllm-serve"]).toContain(r.inputs.name);
             expect(r.inputs).toMatchObject({
                 networkMode: "host",
@@ -631,10 +656,8 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
 describe("local stack targets the simulated hosts", () => {
     test("no GPUs requested, NCCL IB disabled, testbed image from spark-1", () => {
         const r = runs.local;
-        for (const c of r.resources.filter((x) => x.type === T.container)) {
-            expect(c.inputs.gpus).toBeUndefined();
-            expect(envOf(c).NCCL_IB_DISABLE).toBe("1");
-        }
+        for (const c of r.resources.filter((x) => x.type === T.container)) expect(c.inputs.gpus).toBeUndefined();
+        for (const c of modelContainers(r)) expect(envOf(c).NCCL_IB_DISABLE).toBe("1");
         expect(get(r, "image-spark-2").inputs.ensureScript).toContain("'docker save vllm-cluster-testbed:latest'");
         expect(get(r, "spark-1-docker").inputs.host).toBe("ssh://root@10.231.0.11:22");
         expect(get(r, "serve-container").inputs.command).toEqual(
@@ -708,6 +731,9 @@ describe("restart scope: exactly these resources see changed inputs", () => {
         expect(d).toEqual({
             added: [
                 "image-spark-3",
+                // monitoring: the host gets the monitoring image and a node exporter
+                "monitoring-image-spark-3",
+                "monitoring-node-exporter-spark-3",
                 "ray-worker-spark-3",
                 "ray-worker-spark-3-container",
                 "spark-3",
@@ -722,6 +748,9 @@ describe("restart scope: exactly these resources see changed inputs", () => {
             changed: [
                 "cluster-ready-probe",
                 "image-chain",
+                // Prometheus scrapes the new host (its config changes; the samples stay in its volume)
+                "monitoring-image-chain",
+                "monitoring-prometheus",
                 "roster",
                 "serve-args-check",
                 "serve-container",
@@ -805,8 +834,8 @@ describe("dynamic providers reach the engine serialized (real closure serializat
     test("each loads as a module whose provider diffs as the source does", async () => {
         const dynamic = runs.local.resources.filter((r) => r.type === T.dynamic);
         // per node: image presence and the Ray token file; the image chain, the gate, the key file, serve's arguments
-        // check and readiness, and the two TLS files
-        expect(dynamic).toHaveLength(configs.local.nodes.length * 2 + 8);
+        // check and readiness, and the two TLS files; monitoring's image presence per node and its chain
+        expect(dynamic).toHaveLength(configs.local.nodes.length * 3 + 9);
         for (const r of dynamic) {
             const mod = { exports: {} as { handler?: () => pulumi.dynamic.ResourceProvider } };
             vm.runInNewContext(r.serializedProvider ?? "", { exports: mod.exports, require });
