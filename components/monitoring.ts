@@ -88,7 +88,7 @@ export class Monitoring extends pulumi.ComponentResource {
             dependsOn: [head.preflight, ...args.after],
         });
 
-        this.prometheus = prometheusHint(m, cfg.head);
+        this.prometheus = prometheusHint(m, cfg.head, cfg.ssh);
         this.registerOutputs({ prometheus: this.prometheus });
     }
 }

@@ -22,7 +22,7 @@ export { MANAGED_SERVE_FLAGS } from "./configSchema/serve";
 export const CONFIG_NAMESPACE = "vllm-cluster";
 
 /** Keys that hold YAML structure, which Pulumi hands over as JSON text; the others are plain strings. */
-const STRUCTURED_KEYS = new Set(["nodes", "image", "model", "serve", "ray", "native", "ssh", "distribution", "memoryGuard"]);
+const STRUCTURED_KEYS = new Set(["nodes", "image", "model", "serve", "ray", "native", "ssh", "distribution", "memoryGuard", "monitoring"]);
 
 /** Text that is not JSON stays a string, so the schema names the key ("must be an object") with every other problem. */
 function parseStructured(text: string): unknown {

@@ -81,6 +81,7 @@ cluster = vllm_cluster.VllmCluster(
         max_restarts=3,
     ),
     ssh=vllm_cluster.SshOptionsArgs(private_key_path=ssh_private_key_path, known_hosts_file=ssh_known_hosts_file),
+    monitoring=vllm_cluster.MonitoringOptionsArgs(image="vllm-cluster-monitoring:latest", source="host", scrape_interval_seconds=5),
     state_dir="/var/lib/vllm-cluster",
     backend="ray",
     # secrets go in as Inputs, never inside a section
@@ -94,3 +95,4 @@ pulumi.export("rayDashboard", cluster.ray_dashboard)
 pulumi.export("nodes", cluster.nodes)
 pulumi.export("clusterFingerprint", cluster.cluster_fingerprint)
 pulumi.export("modelCommit", cluster.model_commit)
+pulumi.export("monitoring", cluster.monitoring)

@@ -5,12 +5,13 @@
  */
 import * as docker from "@pulumi/docker";
 import type * as pulumi from "@pulumi/pulumi";
-import type { ClusterConfig, MonitoringConfig, NodeConfig } from "../config";
+import type { ClusterConfig, MonitoringConfig, NodeConfig, SshConfig } from "../config";
 import { containerNames, containerPorts, portSettingsOf, portsLabel } from "../contract";
 import { floorKib } from "./containerInit";
 import { containerLimits } from "./containers";
 import { containerLabels, labelList } from "./labels";
 import { initHostDir, tlsCertHostPath } from "./node";
+import { shellQuote } from "./quote";
 
 /** Where Prometheus finds its files inside its container (uploaded at create: a change replaces the container). */
 export const PROMETHEUS_CONFIG = "/etc/vllm-cluster/prometheus.yml";
@@ -33,10 +34,14 @@ export function prometheusAddress(m: MonitoringConfig, head: NodeConfig): string
     return `${m.listen === "fabric" ? head.fabricIp : "127.0.0.1"}:${m.port}`;
 }
 
-/** How the operator reaches Prometheus: an ssh tunnel to the head, then the local URL. */
-export function prometheusHint(m: MonitoringConfig, head: NodeConfig): string {
+/**
+ * How the operator reaches Prometheus: an ssh tunnel to the head with the stack's own key and known_hosts (the only
+ * ones the program trusts), then the local URL.
+ */
+export function prometheusHint(m: MonitoringConfig, head: NodeConfig, ssh: SshConfig): string {
     const at = prometheusAddress(m, head);
-    return `ssh -N -L ${m.port}:${at} -p ${head.sshPort} ${head.sshUser}@${head.sshHost}, then http://127.0.0.1:${m.port}`;
+    const opts = `-i ${shellQuote(ssh.privateKeyPath)} -o UserKnownHostsFile=${shellQuote(ssh.knownHostsFile)} -p ${head.sshPort}`;
+    return `ssh -N -L ${m.port}:${at} ${opts} ${head.sshUser}@${head.sshHost}, then open http://127.0.0.1:${m.port}`;
 }
 
 /** Every scrape job: the API server, Ray's metrics on each host (backend ray), each host's node exporter, Prometheus. */

@@ -122,8 +122,9 @@ describe("Prometheus's files", () => {
         expect(conf.scrape_configs[0].scheme).toBe("http");
         expect(conf.scrape_configs[0].tls_config).toBeUndefined();
         expect(conf.scrape_configs[2].static_configs[0].targets).toEqual([`${cfg.head.fabricIp}:9090`]);
-        expect(prometheusHint(cfg.monitoring!, cfg.head)).toBe(
-            `ssh -N -L 9090:${cfg.head.fabricIp}:9090 -p 22 root@${cfg.head.sshHost}, then http://127.0.0.1:9090`,
+        expect(prometheusHint(cfg.monitoring!, cfg.head, { ...cfg.ssh, privateKeyPath: "/keys/o'brien key" })).toBe(
+            `ssh -N -L 9090:${cfg.head.fabricIp}:9090 -i '/keys/o'\\''brien key' -o UserKnownHostsFile=${cfg.ssh.knownHostsFile} -p 22 ` +
+                `root@${cfg.head.sshHost}, then open http://127.0.0.1:9090`,
         );
     });
 

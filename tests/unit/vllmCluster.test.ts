@@ -95,7 +95,7 @@ test("one VllmCluster owns the graph: the top-level parts are its children, each
     const cluster = seen.find((r) => r.type === "vllm-cluster:index:VllmCluster")!;
     expect(cluster).toMatchObject({ name: "vllm", parent: "" });
     const top = seen.filter((r) => r.parent === "vllm").map((r) => r.name);
-    expect(top.sort()).toEqual(["image", "ray-head", "ray-worker-spark-2", "roster", "serve", "spark-1", "spark-2"].sort());
+    expect(top.sort()).toEqual(["image", "monitoring", "ray-head", "ray-worker-spark-2", "roster", "serve", "spark-1", "spark-2"].sort());
     for (const r of seen.filter((x) => x.parent === "vllm")) {
         // the stack program made them at the top level (the engine resolves the alias to that URN)
         expect([r.name, r.aliases]).toEqual([r.name, [{ parent: pulumi.rootStackResource }]]);
@@ -158,8 +158,9 @@ test("a second cluster beside \"vllm\" (the stack program's, which keeps every r
 });
 
 /** The local stack's hosts for a second model: backend native, its own ports, a share of the GPU memory. */
+/** A second cluster for the same hosts: backend native, its own ports, no monitoring (the first one's covers the hosts). */
 function secondArgs(): VllmClusterArgs {
-    const a = localArgs();
+    const { monitoring: _monitoring, ...a } = localArgs();
     return {
         ...a,
         backend: "native",
@@ -200,6 +201,9 @@ describe("two clusters on one set of hosts, in one program", () => {
                 "spark-1 qwen-ray-head qwen",
                 "spark-2 qwen-ray-worker qwen",
                 "spark-1 qwen-serve qwen",
+                "spark-1 qwen-prometheus qwen",
+                "spark-1 qwen-node-exporter qwen",
+                "spark-2 qwen-node-exporter qwen",
                 "spark-1 llama-serve llama",
                 "spark-2 llama-serve llama",
             ].sort(),
@@ -213,7 +217,16 @@ describe("two clusters on one set of hosts, in one program", () => {
                 .map((r) => r.name)
                 .sort(),
         ).toEqual(
-            ["qwen-image", "qwen-ray-head", "qwen-ray-worker-spark-2", "qwen-roster", "qwen-serve", "qwen-spark-1", "qwen-spark-2"].sort(),
+            [
+                "qwen-image",
+                "qwen-monitoring",
+                "qwen-ray-head",
+                "qwen-ray-worker-spark-2",
+                "qwen-roster",
+                "qwen-serve",
+                "qwen-spark-1",
+                "qwen-spark-2",
+            ].sort(),
         );
         expect(
             seen
@@ -260,6 +273,18 @@ describe("two clusters on one set of hosts, in one program", () => {
         expect(error).toContain("VllmCluster llama shares hosts with another cluster of this program");
         expect(error).toContain("host 10.231.0.11:22 (node spark-1): port 8000 is also cluster qwen's (node spark-1)");
         expect(seen.filter((r) => r.name.startsWith("llama"))).toEqual([]);
+    }, 60_000);
+
+    test("both with monitoring: the node exporter's port is refused on every host, naming the monitoring ports", async () => {
+        let error = "";
+        await program(`monitoring-${Math.random().toString(36).slice(2, 8)}`, () => {
+            const a = localArgs();
+            new VllmCluster("qwen", { ...a, serve: { ...a.serve, gpuMemoryUtilization: 0.5 } });
+            error = thrown(() => new VllmCluster("llama", { ...secondArgs(), monitoring: a.monitoring }));
+        });
+        expect(error).toContain("host 10.231.0.11:22 (node spark-1): port 9090, 9100 is also cluster qwen's (node spark-1)");
+        expect(error).toContain("host 10.231.0.12:22 (node spark-2): port 9100 is also cluster qwen's (node spark-2)");
+        expect(error).toContain("monitoring ports");
     }, 60_000);
 
     test("more GPU memory than one host holds is refused naming both fractions; unified-memory hosts keep headroom", async () => {
@@ -321,6 +346,7 @@ describe("the arguments as a component package gets them (Pulumi's schema infere
                 "launch",
                 "watchdog",
                 "modelCommit",
+                "monitoring",
                 "nodes",
                 "rayDashboard",
                 "servedModelName",
