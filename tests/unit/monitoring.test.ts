@@ -1,11 +1,15 @@
 // `monitoring`: its config keys, Prometheus's files, the two containers as the program registers them, and the
 // dashboards' files. That the queries return data from a real Prometheus is tested on the simulated hosts
 // (tests/integration/cluster.test.ts, "monitoring").
+import { spawnSync } from "child_process";
 import * as fs from "fs";
+import * as os from "os";
 import * as path from "path";
 import { ClusterConfig, validateConfig } from "../../infra/config";
 import {
     NODE_EXPORTER_INIT_DIR,
+    NODE_EXPORTER_LOOP,
+    NODE_EXPORTER_TEXTFILE_DIR,
     PROMETHEUS_TLS_CA,
     prometheusConfig,
     prometheusHint,
@@ -228,5 +232,40 @@ describe("dashboards", () => {
         ]) {
             expect(exprs).toContain(series);
         }
+    });
+});
+
+describe("the node exporter's crash budget loop (its PID 1)", () => {
+    test("writes each container's starts; a file whose name or content is not what the init writes is left out", async () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "vcl-ne-"));
+        const init = path.join(dir, "init");
+        const out = path.join(dir, "textfile");
+        fs.mkdirSync(init);
+        fs.mkdirSync(out);
+        fs.writeFileSync(path.join(dir, "node_exporter"), "#!/bin/sh\nsleep 2\n", { mode: 0o755 });
+        fs.writeFileSync(path.join(init, "vllm-serve.starts"), "0123abcd 2\n");
+        fs.writeFileSync(path.join(init, "vllm-ray-head.starts"), "0123abcd 0\n");
+        // what a host that lies could leave there: a label break-out in the name, a second sample in the content
+        fs.writeFileSync(path.join(init, 'x"} 1\nvllm_cluster_container_starts{container="y.starts'), "id 1\n");
+        fs.writeFileSync(path.join(init, "vllm-ray-worker.starts"), "id 1\nvllm_cluster_evil 9\n");
+        fs.writeFileSync(path.join(init, "spaced.starts"), "id 1 2\n");
+        fs.writeFileSync(path.join(init, "empty.starts"), "");
+        const script = NODE_EXPORTER_LOOP.replace("/bin/node_exporter", path.join(dir, "node_exporter"))
+            .replace(NODE_EXPORTER_INIT_DIR, init)
+            .replace(NODE_EXPORTER_TEXTFILE_DIR, out)
+            .replace("sleep 15", "sleep 1");
+        const r = spawnSync("sh", ["-c", script, "node-exporter"], { encoding: "utf8", timeout: 30_000 });
+        expect(r.status).toBe(0);
+        const lines = fs
+            .readFileSync(path.join(out, "vllm_cluster.prom"), "utf8")
+            .split("\n")
+            .filter((l) => l && !l.startsWith("#"));
+        expect(lines.sort()).toEqual(
+            [
+                'vllm_cluster_container_starts{container="vllm-ray-head"} 0',
+                'vllm_cluster_container_starts{container="vllm-ray-worker"} 1',
+                'vllm_cluster_container_starts{container="vllm-serve"} 2',
+            ].sort(),
+        );
     });
 });
