@@ -4,9 +4,10 @@
  */
 import * as docker from "@pulumi/docker";
 import * as pulumi from "@pulumi/pulumi";
+import * as random from "@pulumi/random";
 import type { ClusterConfig } from "../infra/config";
 import { containerNames } from "../infra/contract";
-import { nodeExporterContainerArgs, prometheusContainerArgs, prometheusHint } from "../infra/builders/monitoring";
+import { grafanaContainerArgs, nodeExporterContainerArgs, prometheusContainerArgs, prometheusHint } from "../infra/builders/monitoring";
 import { ImageDistribution } from "./imageDistribution";
 import { SparkNode } from "./sparkNode";
 
@@ -27,8 +28,10 @@ export interface MonitoringArgs {
  * exporter on each host (after its preflight) and Prometheus on the head (after `after`), with its TSDB in a volume.
  */
 export class Monitoring extends pulumi.ComponentResource {
-    /** How to reach Prometheus (the ssh tunnel to the head, then the URL). */
+    /** How to reach Prometheus (the ssh tunnel to the head, then the URL), and Grafana with monitoring.grafana. */
     public readonly prometheus: string;
+    /** With monitoring.grafana: its admin password (a secret, generated here); otherwise undefined. */
+    public readonly grafanaAdminPassword?: pulumi.Output<string>;
 
     constructor(name: string, args: MonitoringArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-cluster:index:Monitoring", name, {}, opts);
@@ -58,12 +61,12 @@ export class Monitoring extends pulumi.ComponentResource {
             ]),
         );
         const exporterRef = m.nodeExporterImage ?? m.image;
-        const input = (n: SparkNode, ref: string) => ({
+        const input = (n: SparkNode, ref: string, imageId: pulumi.Input<string> = images.get(ref)!.imageIds[n.node.name]) => ({
             stack: args.stack,
             cluster: args.cluster,
             cfg,
             node: n.node,
-            imageId: images.get(ref)!.imageIds[n.node.name],
+            imageId,
             imageRef: ref,
         });
 
@@ -81,14 +84,43 @@ export class Monitoring extends pulumi.ComponentResource {
             { name: `${containerNames(args.cluster).prometheus}-data` },
             { parent: this, provider: head.provider, dependsOn: [head.preflight] },
         );
-        new docker.Container(`${name}-prometheus`, prometheusContainerArgs(input(head, m.image), volume.name), {
+        const prometheus = new docker.Container(`${name}-prometheus`, prometheusContainerArgs(input(head, m.image), volume.name), {
             parent: this,
             provider: head.provider,
             deleteBeforeReplace: true,
             dependsOn: [head.preflight, ...args.after],
         });
 
+        if (m.grafana) {
+            // on the head only: its own image distribution, a generated admin password, its database in a volume
+            const image = new ImageDistribution(
+                `${name}-grafana-image`,
+                {
+                    ref: m.grafana.image,
+                    source: m.source,
+                    sourceNode: m.source === "host" ? cfg.head.name : undefined,
+                    nodes: [head],
+                    after: preflights,
+                },
+                { parent: this },
+            );
+            const password = new random.RandomPassword(`${name}-grafana-admin`, { length: 24, special: false }, { parent: this });
+            this.grafanaAdminPassword = pulumi.secret(password.result);
+            const data = new docker.Volume(
+                `${name}-grafana-data`,
+                { name: `${containerNames(args.cluster).grafana}-data` },
+                { parent: this, provider: head.provider, dependsOn: [head.preflight] },
+            );
+            const grafanaInput = input(head, m.grafana.image, image.imageIds[head.node.name]);
+            new docker.Container(`${name}-grafana`, grafanaContainerArgs(grafanaInput, data.name, this.grafanaAdminPassword), {
+                parent: this,
+                provider: head.provider,
+                deleteBeforeReplace: true,
+                dependsOn: [prometheus],
+            });
+        }
+
         this.prometheus = prometheusHint(m, cfg.head, cfg.ssh);
-        this.registerOutputs({ prometheus: this.prometheus });
+        this.registerOutputs({ prometheus: this.prometheus, grafanaAdminPassword: this.grafanaAdminPassword });
     }
 }

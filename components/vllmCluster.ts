@@ -79,6 +79,8 @@ export class VllmCluster extends pulumi.ComponentResource {
     public readonly watchdog: pulumi.Output<string>;
     /** With `monitoring`: how to reach Prometheus (an ssh tunnel to the head, then the URL); otherwise that none runs. */
     public readonly monitoring: pulumi.Output<string>;
+    /** With `monitoring.grafana`: Grafana's admin password (a secret, generated here); otherwise that none runs. */
+    public readonly grafanaAdminPassword: pulumi.Output<string>;
 
     constructor(name: string, args: VllmClusterArgs, opts?: pulumi.ComponentResourceOptions) {
         // Before anything is registered: a bad argument fails naming its key, and no child (nor this) exists.
@@ -100,6 +102,7 @@ export class VllmCluster extends pulumi.ComponentResource {
         this.launch = out.launch;
         this.watchdog = out.watchdog;
         this.monitoring = pulumi.output(out.monitoring);
+        this.grafanaAdminPassword = out.grafanaAdminPassword ?? pulumi.output("none (monitoring.grafana is not set)");
 
         this.registerOutputs({
             endpoint: this.endpoint,
@@ -113,6 +116,7 @@ export class VllmCluster extends pulumi.ComponentResource {
             launch: this.launch,
             watchdog: this.watchdog,
             monitoring: this.monitoring,
+            grafanaAdminPassword: this.grafanaAdminPassword,
         });
     }
 }

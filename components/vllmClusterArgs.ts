@@ -580,8 +580,33 @@ export interface MonitoringOptions {
     /** Seconds between two scrapes of every target. Rule: 1..3600 (seconds, at most an hour). Default: 15. */
     scrapeIntervalSeconds?: number;
     /**
+     * Grafana on the head, its admin password generated (stack output grafanaAdminPassword, a secret), Prometheus
+     * its data source and the dashboards provisioned. Untested here: no Grafana image can be had on the simulated
+     * hosts.
+     */
+    grafana?: GrafanaOptions;
+    /**
      * How long Prometheus keeps samples (its --storage.tsdb.retention.time), in a Docker volume on the head. Rule:
      * duration (a number and h, d, w or y, e.g. 15d): `^[1-9][0-9]{0,5}[hdwy]$`. Default: 15d.
      */
     retention?: string;
+}
+
+/** The `monitoring.grafana` settings of a VllmCluster. */
+export interface GrafanaOptions {
+    /**
+     * The Grafana image (grafana/grafana, pinned by digest); it runs with its own entrypoint. Rule: image reference:
+     * `^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$`.
+     */
+    image: string;
+    /**
+     * Where Grafana listens on the head: loopback (reach it through an ssh tunnel) or the head's fabric IP. Rule:
+     * one of `loopback`, `fabric`. Default: loopback.
+     */
+    listen?: string;
+    /**
+     * Grafana's port on the head. Rule: 1..65535 (TCP port); distinct from every other port opened on its host
+     * (nodes[].sshPort, the backend's ports); outside ray.minWorkerPort..maxWorkerPort (backend ray). Default: 3000.
+     */
+    port?: number;
 }

@@ -21,6 +21,8 @@ export interface ContainerNames {
     prometheus: string;
     /** With `monitoring`: the node exporter on every host. */
     nodeExporter: string;
+    /** With `monitoring.grafana`: Grafana on the head. */
+    grafana: string;
 }
 
 /**
@@ -34,6 +36,7 @@ export function containerNames(cluster: string): ContainerNames {
         serve: `${cluster}-serve`,
         prometheus: `${cluster}-prometheus`,
         nodeExporter: `${cluster}-node-exporter`,
+        grafana: `${cluster}-grafana`,
     };
 }
 
@@ -99,6 +102,7 @@ export interface PortSettings {
     dashboardMetricsPort?: number;
     prometheusPort?: number;
     nodeExporterPort?: number;
+    grafanaPort?: number;
 }
 
 /**
@@ -121,6 +125,7 @@ const PORT_KEYS: Record<keyof PortSettings, [section: keyof PortSections, key: s
     dashboardMetricsPort: ["ray", "dashboardMetricsPort"],
     prometheusPort: ["monitoring", "port"],
     nodeExporterPort: ["monitoring", "nodeExporterPort"],
+    grafanaPort: ["monitoring", "grafana.port"],
 };
 
 /** A config's sections as portSettingsOf reads them; a section or port may be missing while a config is judged. */
@@ -135,7 +140,9 @@ export interface PortSections {
 export function portSettingsOf(config: PortSections): PortSettings {
     const out: PortSettings = {};
     for (const [setting, [section, key]] of Object.entries(PORT_KEYS) as [keyof PortSettings, [keyof PortSections, string]][]) {
-        const port = (config[section] as Record<string, unknown> | undefined)?.[key];
+        // a key may be in a subsection (`grafana.port`): unset while the subsection is
+        let port: unknown = config[section];
+        for (const k of key.split(".")) port = (port as Record<string, unknown> | undefined)?.[k];
         if (typeof port === "number") out[setting] = port;
     }
     return out;
@@ -159,7 +166,8 @@ export interface PortClaim {
 }
 
 /** Which container of a backend: the Ray head, a Ray worker, serve next to the Ray head, or a native rank. */
-export type ContainerKind = "ray-head" | "ray-worker" | "ray-serve" | "native-rank0" | "native-headless" | "prometheus" | "node-exporter";
+export type ContainerKind =
+    "ray-head" | "ray-worker" | "ray-serve" | "native-rank0" | "native-headless" | "prometheus" | "node-exporter" | "grafana";
 
 const PORTS_OF: Record<ContainerKind, [name: string, setting: keyof PortSettings][]> = {
     "ray-head": [
@@ -181,6 +189,8 @@ const PORTS_OF: Record<ContainerKind, [name: string, setting: keyof PortSettings
     "native-headless": [],
     prometheus: [["prometheus", "prometheusPort"]],
     "node-exporter": [["node-exporter", "nodeExporterPort"]],
+    // claimed only with monitoring.grafana (its port is unset without it)
+    grafana: [["grafana", "grafanaPort"]],
 };
 
 /** The host ports one container listens on (all containers use host networking). */
@@ -200,7 +210,7 @@ export function containerPorts(kind: ContainerKind, p: PortSettings): PortClaim[
  * every host and Prometheus on the head as well.
  */
 export function nodeContainers(backend: Backend, isHead: boolean, monitoring = false): ContainerKind[] {
-    const extra: ContainerKind[] = monitoring ? (isHead ? ["prometheus", "node-exporter"] : ["node-exporter"]) : [];
+    const extra: ContainerKind[] = monitoring ? (isHead ? ["prometheus", "grafana", "node-exporter"] : ["node-exporter"]) : [];
     if (backend === "native") {
         return [isHead ? "native-rank0" : "native-headless", ...extra];
     }

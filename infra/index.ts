@@ -34,3 +34,4 @@ export const status = cluster.status;
 export const launch = cluster.launch;
 export const watchdog = cluster.watchdog;
 export const monitoring = cluster.monitoring;
+export const grafanaAdminPassword = cluster.grafanaAdminPassword;

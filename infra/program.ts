@@ -46,6 +46,8 @@ export interface ClusterOutputs {
     watchdog: pulumi.Output<string>;
     /** How to reach Prometheus (monitoring), or that none runs. */
     monitoring: string;
+    /** monitoring.grafana: Grafana's admin password (a secret). */
+    grafanaAdminPassword?: pulumi.Output<string>;
 }
 
 /** What both backends' graphs take: the config, the hosts, the API key and how to build a container's input. */
@@ -135,6 +137,7 @@ export function buildCluster(
         modelCommit: model?.hubCommit,
         ...backend,
         monitoring: monitoring ? monitoring.prometheus : "none (monitoring is not set)",
+        grafanaAdminPassword: monitoring?.grafanaAdminPassword,
     };
 }
 

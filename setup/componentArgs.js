@@ -37,6 +37,7 @@ const INTERFACE_NAMES = {
     distribution: "DistributionOptions",
     memoryGuard: "MemoryGuardOptions",
     monitoring: "MonitoringOptions",
+    "monitoring.grafana": "GrafanaOptions",
 };
 
 /** The component's own arguments besides the config's: the secrets, as Inputs, and which free-form values are secret. */

@@ -8,6 +8,20 @@ const MONITORING_PORT =
     "ray.minWorkerPort..maxWorkerPort (backend ray)";
 
 /**
+ * `monitoring.grafana`: Grafana on the head with Prometheus as its data source and the dashboards provisioned. Not run
+ * on the simulated hosts (no Grafana image can be had there): its container is tested as the program registers it.
+ */
+export const grafanaFields = {
+    image: required(pattern(IMAGE_REF_RE, "image reference")).describe(
+        "The Grafana image (grafana/grafana, pinned by digest); it runs with its own entrypoint.",
+    ),
+    listen: withDefault(oneOf(["loopback", "fabric"]), "loopback").describe(
+        "Where Grafana listens on the head: loopback (reach it through an ssh tunnel) or the head's fabric IP.",
+    ),
+    port: port(3000).meta({ description: "Grafana's port on the head.", across: MONITORING_PORT }),
+};
+
+/**
  * `monitoring`: Prometheus on the head and a node exporter on every host (components/monitoring.ts), scraping the
  * API server, Ray's metrics and the hosts over the fabric. Neither listens on the management network.
  */
@@ -35,6 +49,10 @@ export const monitoringFields = {
     scrapeIntervalSeconds: int({ min: 1, max: 3600, what: "seconds, at most an hour" })
         .default(15)
         .describe("Seconds between two scrapes of every target."),
+    grafana: optional(section(grafanaFields)).describe(
+        "Grafana on the head, its admin password generated (stack output grafanaAdminPassword, a secret), Prometheus its " +
+            "data source and the dashboards provisioned. Untested here: no Grafana image can be had on the simulated hosts.",
+    ),
     retention: withDefault(pattern(/^[1-9][0-9]{0,5}[hdwy]$/, "duration (a number and h, d, w or y, e.g. 15d)"), "15d").describe(
         "How long Prometheus keeps samples (its --storage.tsdb.retention.time), in a Docker volume on the head.",
     ),

@@ -55,7 +55,11 @@ describe("policy pack against the program's containers (spark stack, backend ray
     it("finds nothing wrong with the monitoring containers (pinned): no GPU, a ceiling, no host path but their own", async () => {
         const monitoring = (raw: Raw) => {
             pinned(raw);
-            raw.monitoring = { image: `prom/prometheus${DIGEST}`, nodeExporterImage: `prom/node-exporter${DIGEST}` };
+            raw.monitoring = {
+                image: `prom/prometheus${DIGEST}`,
+                nodeExporterImage: `prom/node-exporter${DIGEST}`,
+                grafana: { image: `grafana/grafana${DIGEST}` },
+            };
         };
         const containers = await programContainers("spark", monitoring);
         expect(containers.map((c) => c.name)).toEqual(

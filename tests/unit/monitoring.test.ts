@@ -6,7 +6,12 @@ import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
 import { ClusterConfig, validateConfig } from "../../infra/config";
+import * as pulumi from "@pulumi/pulumi";
 import {
+    GRAFANA_DASHBOARDS,
+    GRAFANA_DATASOURCE_UID,
+    GRAFANA_PASSWORD_FILE,
+    GRAFANA_PROVISIONING,
     NODE_EXPORTER_INIT_DIR,
     NODE_EXPORTER_LOOP,
     NODE_EXPORTER_TEXTFILE_DIR,
@@ -84,7 +89,7 @@ describe("monitoring config", () => {
         ["a retention that is no duration", { ...MON, retention: "15 days" }, "monitoring.retention"],
         ["an image reference with a space", { ...MON, image: "prom/prometheus latest" }, "monitoring.image"],
         ["no image", { port: 9091 }, "monitoring.image: is required"],
-        ["an unknown key", { ...MON, grafana: true }, "monitoring.grafana: unknown key"],
+        ["an unknown key", { ...MON, alertmanager: true }, "monitoring.alertmanager: unknown key"],
     ])("refused, naming the key: %s", (_, m, message) => {
         const found = problems(withMonitoring("spark", m));
         expect(found).toEqual(expect.arrayContaining([expect.stringContaining(message)]));
@@ -267,5 +272,62 @@ describe("the node exporter's crash budget loop (its PID 1)", () => {
                 'vllm_cluster_container_starts{container="vllm-serve"} 2',
             ].sort(),
         );
+    });
+});
+
+describe("monitoring.grafana (untested on the simulated hosts: registered as the program makes it)", () => {
+    const GRAFANA = { image: `grafana/grafana@sha256:${"a".repeat(64)}` };
+
+    test("its port is claimed on the head only, and refused where another container holds it, naming the key", () => {
+        const cfg = validateConfig(withMonitoring("spark", { ...MON, grafana: GRAFANA }));
+        expect(cfg.monitoring!.grafana).toEqual({ ...GRAFANA, listen: "loopback", port: 3000 });
+        expect(nodeListenPorts(cfg, cfg.head)).toContain(3000);
+        expect(nodeListenPorts(cfg, cfg.workers[0])).not.toContain(3000);
+        expect(problems(withMonitoring("spark", { ...MON, grafana: { ...GRAFANA, port: 9090 } }))).toEqual([
+            "monitoring.grafana.port: port 9090 clashes with monitoring.port on host spark-1",
+        ]);
+        expect(problems(withMonitoring("spark", { ...MON, grafana: { ...GRAFANA, listen: "0.0.0.0" } }))).toEqual([
+            'monitoring.grafana.listen: "0.0.0.0" must be one of loopback, fabric',
+        ]);
+    });
+
+    test("Grafana on the head: the password from a file, never in its environment; Prometheus its data source; the dashboards provisioned", async () => {
+        const cfg = validateConfig(withMonitoring("spark", { ...MON, grafana: GRAFANA }));
+        const run = await runStack("spark", cfg);
+        const g = run.byName.get("monitoring-grafana")!;
+        expect(g.provider).toBe(`${cfg.head.name}-docker`);
+        expect(g.inputs.name).toBe("vllm-grafana");
+        const envs = g.inputs.envs as string[];
+        expect(envs).toEqual(
+            expect.arrayContaining(["GF_SERVER_HTTP_ADDR=127.0.0.1", "GF_SERVER_HTTP_PORT=3000", "GF_AUTH_ANONYMOUS_ENABLED=false"]),
+        );
+        expect(envs).toContain(`GF_SECURITY_ADMIN_PASSWORD__FILE=${GRAFANA_PASSWORD_FILE}`);
+        expect(envs.some((e) => e.startsWith("GF_SECURITY_ADMIN_PASSWORD="))).toBe(false);
+        // the uploads hold the password: the engine gets them as a secret (wire form: the signature and the value)
+        const wire = g.inputs.uploads as { [k: string]: unknown; value: { file: string; content: string }[] };
+        expect(wire[pulumi.runtime.specialSigKey]).toBe(pulumi.runtime.specialSecretSig);
+        const byFile = Object.fromEntries(wire.value.map((u) => [u.file, u.content]));
+        const ds = JSON.parse(byFile[`${GRAFANA_PROVISIONING}/datasources/vllm-cluster.yaml`] as string) as Raw;
+        expect(ds.datasources).toEqual([
+            expect.objectContaining({ uid: GRAFANA_DATASOURCE_UID, type: "prometheus", url: "http://127.0.0.1:9090" }),
+        ]);
+        const board = byFile[`${GRAFANA_DASHBOARDS}/vllm-cluster.json`] as string;
+        expect(board).not.toContain("DS_PROMETHEUS");
+        expect((JSON.parse(board) as Raw).panels.every((p: Raw) => p.datasource.uid === GRAFANA_DATASOURCE_UID)).toBe(true);
+        // the password: generated, and secret wherever it goes (the upload's content, the stack output)
+        const password = run.byName.get("monitoring-grafana-admin")!;
+        expect(password.type).toBe("random:index/randomPassword:RandomPassword");
+        expect(password.outputs.result).toEqual(expect.stringMatching(/^\w{16,}$/));
+        expect(byFile[GRAFANA_PASSWORD_FILE]).toBe(password.outputs.result);
+        expect(run.byName.get("monitoring-grafana-image-spark-1")).toBeDefined();
+        expect(run.byName.get("monitoring-grafana-image-spark-2")).toBeUndefined();
+    });
+
+    test("the stack output says how to reach both through ssh tunnels", () => {
+        const cfg = validateConfig(withMonitoring("spark", { ...MON, grafana: { ...GRAFANA, listen: "fabric" } }));
+        const hint = prometheusHint(cfg.monitoring!, cfg.head, cfg.ssh);
+        expect(hint).toMatch(/^Prometheus: ssh -N -L 9090:127\.0\.0\.1:9090 /);
+        expect(hint).toContain(`Grafana: ssh -N -L 3000:${cfg.head.fabricIp}:3000 `);
+        expect(hint).toContain("pulumi stack output grafanaAdminPassword --show-secrets");
     });
 });

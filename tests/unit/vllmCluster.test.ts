@@ -347,6 +347,7 @@ describe("the arguments as a component package gets them (Pulumi's schema infere
                 "watchdog",
                 "modelCommit",
                 "monitoring",
+                "grafanaAdminPassword",
                 "nodes",
                 "rayDashboard",
                 "servedModelName",
