@@ -11,8 +11,15 @@
  * shown as such; the view goes on.
  */
 "use strict";
-const { StatusError, readOutputs, refresh, stopProbes } = require("./statusRun");
-const { render } = require("./statusView");
+const { StatusError } = require("./statusError");
+
+/**
+ * The probe and the view, loaded once the arguments passed (they transpile the program's TypeScript modules, about 2 s):
+ * a wrong argument is refused at once.
+ */
+/** @type {(typeof import("./statusRun") & typeof import("./statusView")) | undefined} */
+let loaded;
+const parts = () => (loaded ??= { ...require("./statusRun"), ...require("./statusView") });
 
 const USAGE = `usage: npm run status -- --stack NAME [--watch [--interval S]] [--json] [--timeout S]
 
@@ -72,6 +79,7 @@ const utc = (d) =>
 
 /** @param {ReturnType<typeof parseArgs>} o */
 async function once(o) {
+    const { readOutputs, refresh, render } = parts();
     const outputs = readOutputs(o);
     const r = await refresh(outputs, { timeoutMs: o.timeout * 1000 });
     const at = new Date();
@@ -84,6 +92,7 @@ async function once(o) {
 
 /** Redraws in place until a signal; the cursor comes back whatever ends it. @param {ReturnType<typeof parseArgs>} o */
 async function watch(o) {
+    const { readOutputs, refresh, render } = parts();
     const outputs = readOutputs(o);
     const out = process.stdout;
     // however the view ends (a signal, an error), the cursor is shown again
@@ -112,7 +121,7 @@ async function main() {
         ["SIGHUP", 129],
     ])) {
         process.on(sig, () => {
-            stopProbes();
+            loaded?.stopProbes();
             process.exit(code);
         });
     }

@@ -11,8 +11,7 @@ const fs = require("fs");
 require("./tsRequire").register();
 const { statusProbeCommand } = require("../infra/builders/status");
 const { snapshotOf } = require("./statusModel");
-
-class StatusError extends Error {}
+const { StatusError } = require("./statusError");
 
 /** The most a probe may print (its /metrics lines are bounded at 256 KiB). */
 const MAX_ANSWER = 1024 * 1024;
