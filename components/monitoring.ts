@@ -18,8 +18,10 @@ export interface MonitoringArgs {
     cluster: string;
     /** Every host, the head among them. */
     nodes: SparkNode[];
-    /** What Prometheus starts after: the serve endpoint (the certificate it trusts is installed by it). */
+    /** What Prometheus starts after: the serve endpoint. */
     after: pulumi.Input<pulumi.Resource>[];
+    /** With serve.tls: the API's certificate (PEM), which Prometheus trusts, and nothing else, for vLLM's /metrics. */
+    serveCert?: string;
 }
 
 /**
@@ -84,12 +86,16 @@ export class Monitoring extends pulumi.ComponentResource {
             { name: `${containerNames(args.cluster).prometheus}-data` },
             { parent: this, provider: head.provider, dependsOn: [head.preflight] },
         );
-        const prometheus = new docker.Container(`${name}-prometheus`, prometheusContainerArgs(input(head, m.image), volume.name), {
-            parent: this,
-            provider: head.provider,
-            deleteBeforeReplace: true,
-            dependsOn: [head.preflight, ...args.after],
-        });
+        const prometheus = new docker.Container(
+            `${name}-prometheus`,
+            prometheusContainerArgs(input(head, m.image), volume.name, args.serveCert),
+            {
+                parent: this,
+                provider: head.provider,
+                deleteBeforeReplace: true,
+                dependsOn: [head.preflight, ...args.after],
+            },
+        );
 
         if (m.grafana) {
             // on the head only: its own image distribution, a generated admin password, its database in a volume

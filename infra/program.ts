@@ -131,7 +131,7 @@ export function buildCluster(
     };
     const { serve, ...backend } = cfg.backend === "native" ? buildNative(ctx) : buildRay(ctx);
     const monitoring =
-        cfg.monitoring && new Monitoring(`${prefix}monitoring`, { cfg, stack, cluster, nodes: [...hosts.values()], after: [serve] }, at);
+        cfg.monitoring && new Monitoring(`${prefix}monitoring`, { cfg, stack, cluster, nodes: [...hosts.values()], after: [serve], serveCert: tls?.cert }, at);
     return {
         ...describedOutputs(cfg, stack, cluster),
         modelCommit: model?.hubCommit,

@@ -12,13 +12,13 @@ import { containerNames, containerPorts, portSettingsOf, portsLabel } from "../c
 import { floorKib } from "./containerInit";
 import { containerLimits } from "./containers";
 import { containerLabels, labelList } from "./labels";
-import { initHostDir, tlsCertHostPath } from "./node";
+import { initHostDir } from "./node";
 import { shellQuote } from "./quote";
 
 /** Where Prometheus finds its files inside its container (uploaded at create: a change replaces the container). */
 export const PROMETHEUS_CONFIG = "/etc/vllm-cluster/prometheus.yml";
 export const PROMETHEUS_RULES = "/etc/vllm-cluster/rules.yml";
-/** The serve certificate, read-only: Prometheus's only trust for the API's /metrics over TLS. */
+/** The serve certificate (public; uploaded): Prometheus's only trust for the API's /metrics over TLS. */
 export const PROMETHEUS_TLS_CA = "/etc/vllm-cluster/serve-cert.pem";
 /** The TSDB, in a Docker volume on the head; owned by nobody (65534) in the image, as in prom/prometheus. */
 export const PROMETHEUS_DATA = "/prometheus";
@@ -162,10 +162,17 @@ function monitoringLabels(
     );
 }
 
-/** Prometheus on the head: host network, bound to loopback or the fabric, its files uploaded, the TSDB in `volume`. */
-export function prometheusContainerArgs(p: MonitoringContainerInput, volume: pulumi.Input<string>): docker.ContainerArgs {
+/**
+ * Prometheus on the head: host network, bound to loopback or the fabric, as nobody; its files and, with serve.tls, the
+ * API's certificate (public) uploaded, so no host path is mounted (the certificate's copy on the head is mode 600);
+ * the TSDB in `volume`.
+ */
+export function prometheusContainerArgs(
+    p: MonitoringContainerInput,
+    volume: pulumi.Input<string>,
+    serveCert: string | undefined,
+): docker.ContainerArgs {
     const m = p.cfg.monitoring!;
-    const tls = p.cfg.serve.tls !== undefined;
     return {
         name: containerNames(p.cluster).prometheus,
         image: p.imageId,
@@ -181,11 +188,9 @@ export function prometheusContainerArgs(p: MonitoringContainerInput, volume: pul
         uploads: [
             { file: PROMETHEUS_CONFIG, content: prometheusConfig(p.cfg, m) },
             { file: PROMETHEUS_RULES, content: prometheusRules(p.cfg, p.cluster) },
+            ...(serveCert !== undefined ? [{ file: PROMETHEUS_TLS_CA, content: serveCert }] : []),
         ],
         volumes: [{ volumeName: volume, containerPath: PROMETHEUS_DATA }],
-        mounts: tls
-            ? [{ type: "bind", source: tlsCertHostPath(p.cfg.stateDir, p.node.name), target: PROMETHEUS_TLS_CA, readOnly: true }]
-            : [],
         labels: monitoringLabels(p, "prometheus"),
         memory: PROMETHEUS_MEMORY_MB,
         restart: "unless-stopped",

@@ -21,7 +21,7 @@ import {
     prometheusRules,
 } from "../../infra/builders/monitoring";
 import { nodeListenPorts } from "../../infra/builders/ports";
-import { deepClone, loadStackRaw, runStack } from "./harness";
+import { TEST_TLS, deepClone, loadStackRaw, runStack } from "./harness";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { DASHBOARDS, dashboardFiles } = require("../../setup/dashboards") as {
@@ -154,7 +154,7 @@ describe("Prometheus's files", () => {
 });
 
 describe("the monitoring containers as the program registers them (spark stack, registry images)", () => {
-    test("Prometheus on the head's loopback, as nobody, its files uploaded, no host path but the certificate", async () => {
+    test("Prometheus on the head's loopback, as nobody, its files and the stack's certificate uploaded, no host path", async () => {
         const raw = withMonitoring("spark");
         const cfg = validateConfig(raw);
         const run = await runStack("spark", cfg);
@@ -170,13 +170,11 @@ describe("the monitoring containers as the program registers them (spark stack, 
         });
         expect(prom.inputs.command).toContain("--web.listen-address=127.0.0.1:9090");
         expect(prom.inputs.command).toContain("--storage.tsdb.retention.time=15d");
-        expect((prom.inputs.uploads as Raw[]).map((u) => u.file)).toEqual([
-            "/etc/vllm-cluster/prometheus.yml",
-            "/etc/vllm-cluster/rules.yml",
-        ]);
-        const mounts = prom.inputs.mounts as Raw[];
-        expect(mounts.map((m) => m.source)).toEqual([`${cfg.stateDir}/${cfg.head.name}/tls-cert.pem`]);
-        expect(mounts[0].readOnly).toBe(true);
+        const uploads = prom.inputs.uploads as Raw[];
+        expect(uploads.map((u) => u.file)).toEqual(["/etc/vllm-cluster/prometheus.yml", "/etc/vllm-cluster/rules.yml", PROMETHEUS_TLS_CA]);
+        // the certificate it trusts is the stack's (public, uploaded): no host path is mounted at all
+        expect(uploads[2].content).toBe(TEST_TLS.cert);
+        expect(prom.inputs.mounts).toBeUndefined();
         // its image: the configured reference, pulled on each host by the monitoring's own distribution
         expect(prom.inputs.image).toBe((run.byName.get(`monitoring-image-${cfg.head.name}`)!.outputs.image as string).split(" ")[0]);
     });
