@@ -7,11 +7,8 @@ import * as os from "os";
 import * as path from "path";
 import { ClusterConfig, validateConfig } from "../../infra/config";
 import * as pulumi from "@pulumi/pulumi";
+import { GRAFANA_DASHBOARDS, GRAFANA_DATASOURCE_UID, GRAFANA_PASSWORD_FILE, GRAFANA_PROVISIONING } from "../../infra/builders/grafana";
 import {
-    GRAFANA_DASHBOARDS,
-    GRAFANA_DATASOURCE_UID,
-    GRAFANA_PASSWORD_FILE,
-    GRAFANA_PROVISIONING,
     NODE_EXPORTER_INIT_DIR,
     NODE_EXPORTER_LOOP,
     NODE_EXPORTER_TEXTFILE_DIR,
