@@ -101,6 +101,8 @@ export function grafanaContainerArgs(
         volumes: [{ volumeName: volume, containerPath: GRAFANA_DATA }],
         labels: monitoringLabels(p, "grafana"),
         memory: GRAFANA_MEMORY_MB,
+        // no swap beyond it (unset, Docker doubles it, and the provider reads that back as a change on every up)
+        memorySwap: GRAFANA_MEMORY_MB,
         restart: "unless-stopped",
         mustRun: true,
         wait: false,

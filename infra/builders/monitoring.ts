@@ -191,6 +191,8 @@ export function prometheusContainerArgs(
         volumes: [{ volumeName: volume, containerPath: PROMETHEUS_DATA }],
         labels: monitoringLabels(p, "prometheus"),
         memory: PROMETHEUS_MEMORY_MB,
+        // no swap beyond it (unset, Docker doubles it, and the provider reads that back as a change on every up)
+        memorySwap: PROMETHEUS_MEMORY_MB,
         restart: "unless-stopped",
         mustRun: true,
         wait: false,
@@ -222,6 +224,8 @@ export function nodeExporterContainerArgs(p: MonitoringContainerInput): docker.C
         ],
         labels: monitoringLabels(p, "node-exporter"),
         memory: NODE_EXPORTER_MEMORY_MB,
+        // no swap beyond it (unset, Docker doubles it, and the provider reads that back as a change on every up)
+        memorySwap: NODE_EXPORTER_MEMORY_MB,
         restart: "unless-stopped",
         mustRun: true,
         wait: false,

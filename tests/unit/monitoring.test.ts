@@ -164,6 +164,8 @@ describe("the monitoring containers as the program registers them (spark stack, 
             user: "65534:65534",
             restart: "unless-stopped",
             memory: 1024,
+            // no swap beyond the ceiling: unset, Docker doubles it and the provider sees a change on every up
+            memorySwap: 1024,
         });
         expect(prom.inputs.command).toContain("--web.listen-address=127.0.0.1:9090");
         expect(prom.inputs.command).toContain("--storage.tsdb.retention.time=15d");
