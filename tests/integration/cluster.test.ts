@@ -325,12 +325,20 @@ describe("backend ray on the simulated hosts through the real Pulumi engine", ()
                     { timeoutMs: 120_000 },
                 );
                 if (r.code !== 0 || !fs.existsSync(file)) throw new Error(`chromium exit ${r.code}: ${r.stderr.slice(-800)}`);
-                return colouredPixels(decodePng(fs.readFileSync(file)));
+                const png = decodePng(fs.readFileSync(file));
+                expect([png.width, png.height]).toEqual([1280, 900]);
+                // the graph's plot area in Debian's Prometheus 2.42 UI at this window size, right of the "Add Graph" button a page
+                // without a graph has there (the axes are grey, the line coloured)
+                return { all: colouredPixels(png), plot: colouredPixels(png, 80, { x0: 130, y0: 340, x1: 1218, y1: 740 }) };
             };
             const plot = await shot(path.join(shots, "monitoring-graph.png"), "sum(rate(vllm:generation_tokens_total[1m]))");
             const none = await shot(path.join(shots, "monitoring-graph-empty.png"), "vllm:no_such_series");
-            // the same page with a query that returns nothing: what the plot adds is the line and its legend
-            expect(plot - none).toBeGreaterThan(300);
+            timings["monitoring-screenshot-plot-pixels"] = plot.plot;
+            timings["monitoring-screenshot-empty-pixels"] = none.plot;
+            // a line in the plot area, and none there for a query that returns nothing (the page's own colours are elsewhere)
+            expect(plot.plot).toBeGreaterThan(150);
+            expect(none.plot).toBeLessThan(20);
+            expect(plot.all - none.all).toBeGreaterThan(150);
         } finally {
             tunnel.kill();
         }

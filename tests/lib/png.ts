@@ -77,14 +77,26 @@ export function decodePng(file: Buffer): Pixels {
     return { width, height, rgba };
 }
 
-/** Pixels of a strong colour (not white, grey or black: the largest and smallest channel at least `spread` apart). */
-export function colouredPixels(p: Pixels, spread = 80): number {
+/** A rectangle of an image, in pixels: left, top, right and bottom edges (right and bottom excluded). */
+export interface Box {
+    x0: number;
+    y0: number;
+    x1: number;
+    y1: number;
+}
+
+/**
+ * Pixels of a strong colour (not white, grey or black: the largest and smallest channel at least `spread` apart),
+ * in `box` (default: the whole image).
+ */
+export function colouredPixels(p: Pixels, spread = 80, box: Box = { x0: 0, y0: 0, x1: p.width, y1: p.height }): number {
     let n = 0;
-    for (let i = 0; i < p.width * p.height; i++) {
-        const r = p.rgba[i * 4];
-        const g = p.rgba[i * 4 + 1];
-        const b = p.rgba[i * 4 + 2];
-        if (Math.max(r, g, b) - Math.min(r, g, b) >= spread) n++;
+    for (let y = Math.max(0, box.y0); y < Math.min(p.height, box.y1); y++) {
+        for (let x = Math.max(0, box.x0); x < Math.min(p.width, box.x1); x++) {
+            const i = y * p.width + x;
+            const [r, g, b] = [p.rgba[i * 4], p.rgba[i * 4 + 1], p.rgba[i * 4 + 2]];
+            if (Math.max(r, g, b) - Math.min(r, g, b) >= spread) n++;
+        }
     }
     return n;
 }
