@@ -114,9 +114,6 @@ export function containerArgs(p: ContainerInput, c: ContainerSpec): docker.Conta
         volumes: [...c.volumes, ...nodeVolumes(p.stateDir, p.node.name)],
         mounts: [...(c.mounts ?? []), ...(auth ? [rayTokenMount(p.stateDir, p.node.name)] : []), initMount(p.stateDir, p.node.name)],
         memory: memory.ceilingMb as pulumi.Input<number>,
-        // memory and swap together: no swap beyond the ceiling. Unset, Docker makes it twice the ceiling, which the
-        // provider reads back as a change of every container with a ceiling on every up
-        memorySwap: memory.ceilingMb as pulumi.Input<number>,
         gpus: p.node.gpuRuntime === "nvidia" ? "all" : undefined,
         // unbounded here: container_init.sh keeps the budget, which (unlike Docker's count) survives engine restarts
         restart: "on-failure",

@@ -381,10 +381,14 @@ test("status view: both forms while serving", async () => {
             .sort();
     expect(viewHost(j, head)).toMatchObject({ reachable: true, error: null });
     expect(viewHost(j, worker)).toMatchObject({ reachable: true, error: null });
-    expect(names(head)).toEqual([`${CONTAINER.rayHead} running`, `${CONTAINER.serve} running`]);
-    expect(names(worker)).toEqual([`${CONTAINER.rayWorker} running`]);
-    // each container's crash budget and its init's verdict, as the init keeps them on the host
-    for (const c of [...viewHost(j, head).containers, ...viewHost(j, worker).containers]) {
+    // the model's containers and the monitoring ones (stacks/Pulumi.local.yaml sets monitoring)
+    const on = (...cs: string[]) => cs.map((c) => `${c} running`).sort();
+    expect(names(head)).toEqual(on(CONTAINER.rayHead, CONTAINER.serve, CONTAINER.prometheus, CONTAINER.nodeExporter));
+    expect(names(worker)).toEqual(on(CONTAINER.rayWorker, CONTAINER.nodeExporter));
+    // each model container's crash budget and its init's verdict, as the init keeps them on the host
+    const ranks = (n: string) => viewHost(j, n).containers.filter((c) => c.role !== "monitoring");
+    expect(ranks(head).length + ranks(worker).length).toBe(3);
+    for (const c of [...ranks(head), ...ranks(worker)]) {
         expect(c).toMatchObject({ starts: 0, maxStarts: 4, verdict: "healthy" }); // maxRestarts 3 in stacks/Pulumi.local.yaml
     }
     const fabric = Object.fromEntries(hosts.cfg.nodes.map((n) => [n.name, n.fabricIp]));

@@ -502,8 +502,6 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
         for (const name of ["ray-head-container", "ray-worker-spark-2-container", "serve-container"]) {
             const r = get(run(), name);
             expect([name, r.inputs.memory]).toEqual([name, mib]);
-            // no swap beyond the ceiling (unset, Docker doubles it and every up would show each container changed)
-            expect([name, r.inputs.memorySwap]).toEqual([name, mib]);
             expect(initOf(r).args).toMatchObject({
                 "min-available-kib": String(4 * 1024 ** 2),
                 "check-seconds": "1",
@@ -547,7 +545,6 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
         const r = await runStack("spark", validateConfig(raw));
         expect(get(r, "ray-head-container").inputs.memory).toBe(64 * 1024);
         expect(get(r, "serve-container").inputs.memory).toBe(100 * 1024);
-        expect(get(r, "serve-container").inputs.memorySwap).toBe(100 * 1024);
         expect(initOf(get(r, "ray-worker-spark-2-container")).args).toMatchObject({
             "min-available-kib": String(2 * 1024 ** 2),
             "check-seconds": "5",
@@ -555,7 +552,6 @@ describe("spark stack carries the seeds' working settings and fixes", () => {
         // hosts with dedicated GPU memory (the local stack): neither unless set
         const local = get(runs.local, "ray-head-container");
         expect(local.inputs.memory).toBeUndefined();
-        expect(local.inputs.memorySwap).toBeUndefined();
         expect(initOf(local).args["min-available-kib"]).toBe("0");
         // the host's memory is known only once its preflight ran: the default ceiling is checked then
         expect(() => derivedCeilingMb("spark-1", 200 * 1024 ** 3, MOCK_MEM_TOTAL_KIB)).toThrow(
