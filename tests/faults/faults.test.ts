@@ -1037,8 +1037,9 @@ test("up interrupted by SIGINT while the Ray gate waits: the CLI stops cleanly, 
     expect(r.code).not.toBe(0);
     expect(pending).toEqual([]);
     expectOk(rec);
-    expect(h).toEqual(["ray-head running", "serve running"]);
-    expect(w).toEqual(["ray-worker running"]);
+    // with monitoring (stacks/Pulumi.local.yaml): Prometheus and a node exporter on the head, a node exporter on the worker
+    expect(h).toEqual(["monitoring running", "monitoring running", "ray-head running", "serve running"]);
+    expect(w).toEqual(["monitoring running", "ray-worker running"]);
     expect(status).toBe(200);
 }, 1_500_000);
 
@@ -1093,8 +1094,9 @@ test("up killed (SIGKILL) while the Ray gate waits: the stack stays locked; pulu
         throw new Error(`pulumi refresh --clear-pending-creates failed:\n${clear.output.split("\n").slice(-30).join("\n")}`);
     expect(pendingAfter).toEqual([]);
     expectOk(rec);
-    expect(h).toEqual(["ray-head running", "serve running"]);
-    expect(w).toEqual(["ray-worker running"]);
+    // with monitoring (stacks/Pulumi.local.yaml): Prometheus and a node exporter on the head, a node exporter on the worker
+    expect(h).toEqual(["monitoring running", "monitoring running", "ray-head running", "serve running"]);
+    expect(w).toEqual(["monitoring running", "ray-worker running"]);
     expect(status).toBe(200);
 }, 1_500_000);
 
