@@ -131,7 +131,12 @@ export function buildCluster(
     };
     const { serve, ...backend } = cfg.backend === "native" ? buildNative(ctx) : buildRay(ctx);
     const monitoring =
-        cfg.monitoring && new Monitoring(`${prefix}monitoring`, { cfg, stack, cluster, nodes: [...hosts.values()], after: [serve], serveCert: tls?.cert }, at);
+        cfg.monitoring &&
+        new Monitoring(
+            `${prefix}monitoring`,
+            { cfg, stack, cluster, nodes: [...hosts.values()], after: [serve], serveCert: tls?.cert },
+            at,
+        );
     return {
         ...describedOutputs(cfg, stack, cluster),
         modelCommit: model?.hubCommit,
