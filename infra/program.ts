@@ -130,13 +130,9 @@ export function buildCluster(
             ),
     };
     const { serve, ...backend } = cfg.backend === "native" ? buildNative(ctx) : buildRay(ctx);
+    const nodes = [...hosts.values()];
     const monitoring =
-        cfg.monitoring &&
-        new Monitoring(
-            `${prefix}monitoring`,
-            { cfg, stack, cluster, nodes: [...hosts.values()], after: [serve], serveCert: tls?.cert },
-            at,
-        );
+        cfg.monitoring && new Monitoring(`${prefix}monitoring`, { cfg, stack, cluster, nodes, after: [serve], serveCert: tls?.cert }, at);
     return {
         ...describedOutputs(cfg, stack, cluster),
         modelCommit: model?.hubCommit,
