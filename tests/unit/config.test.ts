@@ -1,22 +1,10 @@
 import * as pulumi from "@pulumi/pulumi";
 import { MANAGED_SERVE_FLAGS, loadConfig, validateConfig } from "../../infra/config";
-import { deepClone, loadStackRaw } from "./harness";
+import { deepClone, loadStackRaw, problems } from "./harness";
 
 type Raw = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const base = (): Raw => deepClone(loadStackRaw("spark"));
-
-function problems(raw: unknown): string[] {
-    try {
-        validateConfig(raw);
-    } catch (e) {
-        return (e as Error).message
-            .split("\n")
-            .slice(1)
-            .map((l) => l.replace(/^\s+- /, ""));
-    }
-    return [];
-}
 
 describe("committed stacks validate", () => {
     test.each(["local", "local-native", "spark", "four-node"])("%s", (stack) => {

@@ -64,6 +64,19 @@ export interface Variant {
 
 const STACK_DIR = path.join(__dirname, "..", "..", "stacks");
 
+/** What config validation refuses in `raw`, one line per problem (each names its key); none: []. */
+export function problems(raw: unknown): string[] {
+    try {
+        validateConfig(raw);
+    } catch (e) {
+        return (e as Error).message
+            .split("\n")
+            .slice(1)
+            .map((l) => l.replace(/^\s+- /, ""));
+    }
+    return [];
+}
+
 /** The raw `vllm-cluster:` config of a committed stack file, keys without the namespace. */
 export function loadStackRaw(stack: string): Record<string, unknown> {
     const doc = yaml.load(fs.readFileSync(path.join(STACK_DIR, `Pulumi.${stack}.yaml`), "utf8")) as {

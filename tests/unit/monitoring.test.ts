@@ -18,7 +18,7 @@ import {
     prometheusRules,
 } from "../../infra/builders/monitoring";
 import { nodeListenPorts } from "../../infra/builders/ports";
-import { TEST_TLS, deepClone, loadStackRaw, runStack } from "./harness";
+import { TEST_TLS, deepClone, loadStackRaw, problems, runStack } from "./harness";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { DASHBOARDS, dashboardFiles } = require("../../setup/dashboards") as {
@@ -35,18 +35,6 @@ function withMonitoring(stack: string, m: Raw = MON, edit: (raw: Raw) => void = 
     raw.monitoring = m;
     edit(raw);
     return raw;
-}
-
-function problems(raw: unknown): string[] {
-    try {
-        validateConfig(raw);
-    } catch (e) {
-        return (e as Error).message
-            .split("\n")
-            .slice(1)
-            .map((l) => l.replace(/^\s+- /, ""));
-    }
-    return [];
 }
 
 describe("monitoring config", () => {
